@@ -1,0 +1,103 @@
+"""tegula's exceptions.
+
+Every mistake a user can make in a kernel or in a call raises a subclass of :class:`TegulaError`.
+Kernel errors carry a :class:`~tegula.ir.span.Span`; their message shows ``file:line:col``, the
+source line and a caret under the column, then a hint when there is one::
+
+    tegula.errors.ShapeError: T.copy: source tile (64, 32) does not match destination (128, 32)
+      --> gemm.py:14:12
+       |
+    14 |             T.copy(A[by * 64, k * 32], A_shared)
+       |             ^
+    hint: give both sides the same extents
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from tegula.ir.span import Span
+
+
+class TegulaError(Exception):
+    """Base of every error tegula raises for a user mistake."""
+
+    def __init__(self, message: str, span: "Optional[Span]" = None, hint: Optional[str] = None):
+        self.message = message
+        self.span = span
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        parts = [self.message]
+        if self.span is not None:
+            parts.append(self.span.excerpt())
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return "\n".join(parts)
+
+    def with_span(self, span: "Optional[Span]") -> "TegulaError":
+        """Attach ``span`` when the error has none yet; returns self."""
+        if self.span is None and span is not None:
+            self.span = span
+            self.args = (self._render(),)
+        return self
+
+    def __str__(self) -> str:
+        return self._render()
+
+
+class KernelSyntaxError(TegulaError):
+    """Python syntax that cannot appear in a kernel, or a construct used the wrong way."""
+
+
+class KernelNameError(TegulaError):
+    """A name used in a kernel is not defined."""
+
+
+class KernelTypeError(TegulaError):
+    """Wrong number or kind of arguments to a T.* primitive, or a value of the wrong kind."""
+
+
+class ShapeError(TegulaError):
+    """Tile shapes that do not agree (copy, gemm, reductions, parallel loops)."""
+
+
+class DTypeError(TegulaError):
+    """An unknown dtype, or dtypes that cannot be combined."""
+
+
+class ScopeError(TegulaError):
+    """A buffer used in a way its memory scope does not allow (e.g. a fragment outside T.Parallel)."""
+
+
+class LayoutError(TegulaError):
+    """Layouts that conflict or cannot be inferred."""
+
+
+class ArgumentError(TegulaError, TypeError):
+    """A bad argument when calling a compiled kernel: names the parameter, expected and actual."""
+
+
+class CompileError(TegulaError):
+    """A kernel could not be compiled for its target (including resource limits)."""
+
+
+class ResourceError(CompileError):
+    """A kernel needs more of a resource (shared memory, threads, registers) than the target has."""
+
+
+class UnsupportedError(TegulaError):
+    """A feature that tegula does not implement (yet) for this target."""
+
+
+class ConfigError(TegulaError, ValueError):
+    """An unknown or ill-typed pass configuration or setting."""
+
+
+class RaceError(TegulaError):
+    """A data race or memory error found while emulating a kernel."""
+
+
+class VerifyError(TegulaError):
+    """The IR broke an invariant. A pass produced it: this is a bug in tegula, not in the kernel."""

@@ -1,0 +1,426 @@
+"""Expression nodes of the tile-level IR.
+
+Nodes are immutable dataclasses compared by identity (``==`` on two expressions builds a
+comparison node, as in a kernel body). Python operators on expressions build new nodes, with
+Python numbers adopting the dtype of the expression they meet. Use
+:func:`tegula.ir.structural.structural_equal` to compare trees.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence, Union
+
+from tegula.errors import DTypeError, KernelTypeError
+from tegula.ir import dtype as dt
+from tegula.ir.dtype import DType
+from tegula.ir.span import Span, current_span
+
+ExprLike = Union["Expr", int, float, bool]
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """Base of all IR nodes: carries the source span it was built from."""
+
+    span: Optional[Span] = field(default=None, kw_only=True, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.span is None:
+            object.__setattr__(self, "span", current_span())
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Expr(Node):
+    """Base of expressions. ``dtype`` is the element type of the value."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+
+    @property
+    def dtype(self) -> DType:  # overridden by every concrete node
+        raise NotImplementedError
+
+    # -- arithmetic -----------------------------------------------------------------------------
+    def __add__(self, o: ExprLike) -> "Expr": return binary("add", self, o)
+    def __radd__(self, o: ExprLike) -> "Expr": return binary("add", o, self)
+    def __sub__(self, o: ExprLike) -> "Expr": return binary("sub", self, o)
+    def __rsub__(self, o: ExprLike) -> "Expr": return binary("sub", o, self)
+    def __mul__(self, o: ExprLike) -> "Expr": return binary("mul", self, o)
+    def __rmul__(self, o: ExprLike) -> "Expr": return binary("mul", o, self)
+    def __truediv__(self, o: ExprLike) -> "Expr": return binary("div", self, o)
+    def __rtruediv__(self, o: ExprLike) -> "Expr": return binary("div", o, self)
+    def __floordiv__(self, o: ExprLike) -> "Expr": return binary("floordiv", self, o)
+    def __rfloordiv__(self, o: ExprLike) -> "Expr": return binary("floordiv", o, self)
+    def __mod__(self, o: ExprLike) -> "Expr": return binary("floormod", self, o)
+    def __rmod__(self, o: ExprLike) -> "Expr": return binary("floormod", o, self)
+    def __pow__(self, o: ExprLike) -> "Expr": return call("pow", self, o)
+    def __rpow__(self, o: ExprLike) -> "Expr": return call("pow", o, self)
+    def __neg__(self) -> "Expr": return unary("neg", self)
+    def __pos__(self) -> "Expr": return self
+    def __abs__(self) -> "Expr": return call("abs", self)
+    def __invert__(self) -> "Expr": return unary("not" if self.dtype.is_bool else "bitnot", self)
+    def __and__(self, o: ExprLike) -> "Expr": return binary("and" if _is_bool(self, o) else "bitand", self, o)
+    def __rand__(self, o: ExprLike) -> "Expr": return binary("and" if _is_bool(self, o) else "bitand", o, self)
+    def __or__(self, o: ExprLike) -> "Expr": return binary("or" if _is_bool(self, o) else "bitor", self, o)
+    def __ror__(self, o: ExprLike) -> "Expr": return binary("or" if _is_bool(self, o) else "bitor", o, self)
+    def __xor__(self, o: ExprLike) -> "Expr": return binary("bitxor", self, o)
+    def __rxor__(self, o: ExprLike) -> "Expr": return binary("bitxor", o, self)
+    def __lshift__(self, o: ExprLike) -> "Expr": return binary("shl", self, o)
+    def __rshift__(self, o: ExprLike) -> "Expr": return binary("shr", self, o)
+
+    # -- comparisons build nodes ----------------------------------------------------------------
+    def __lt__(self, o: ExprLike) -> "Expr": return compare("lt", self, o)
+    def __le__(self, o: ExprLike) -> "Expr": return compare("le", self, o)
+    def __gt__(self, o: ExprLike) -> "Expr": return compare("gt", self, o)
+    def __ge__(self, o: ExprLike) -> "Expr": return compare("ge", self, o)
+    def __eq__(self, o: object) -> "Expr": return compare("eq", self, o)  # type: ignore[override]
+    def __ne__(self, o: object) -> "Expr": return compare("ne", self, o)  # type: ignore[override]
+
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        if isinstance(self, Const):
+            return bool(self.value)
+        raise KernelTypeError(
+            f"the value of {self} is only known when the kernel runs, so Python cannot branch on it here",
+            hint="inside a kernel use `if` on it directly (not within a Python expression), "
+            "`T.if_then_else(c, a, b)`, or combine conditions with `&`, `|` and `~`",
+        )
+
+    def __index__(self) -> int:
+        if isinstance(self, Const) and self.dtype.is_int:
+            return int(self.value)
+        raise KernelTypeError(f"{self} is not a compile-time integer")
+
+    def astype(self, dtype: Any) -> "Expr":
+        return cast(dtype, self)
+
+    def __str__(self) -> str:
+        from tegula.ir.printer import expr_str
+
+        return expr_str(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+
+def _is_bool(a: Any, b: Any) -> bool:
+    da = a.dtype if isinstance(a, Expr) else (dt.bool_ if isinstance(a, bool) else None)
+    db = b.dtype if isinstance(b, Expr) else (dt.bool_ if isinstance(b, bool) else None)
+    return (da is None or da.is_bool) and (db is None or db.is_bool)
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A variable: loop index, block index, scalar parameter, dynamic dimension or let-binding."""
+
+    name: str
+    var_dtype: DType = dt.int32
+
+    @property
+    def dtype(self) -> DType:
+        return self.var_dtype
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    """A constant of a given dtype; ``value`` is a Python int, float or bool."""
+
+    value: Union[int, float, bool]
+    const_dtype: DType = dt.int32
+
+    @property
+    def dtype(self) -> DType:
+        return self.const_dtype
+
+
+BINARY_OPS = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%",
+    "truncdiv": "T.truncdiv", "truncmod": "T.truncmod", "min": "T.min", "max": "T.max",
+    "and": "&", "or": "|", "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>",
+}
+COMPARE_OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+UNARY_OPS = {"neg": "-", "not": "~", "bitnot": "~"}
+
+
+@dataclass(frozen=True, eq=False)
+class BinOp(Expr):
+    """``a op b`` for op in :data:`BINARY_OPS`; both operands have the node's dtype
+    (``and``/``or`` are boolean)."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class Compare(Expr):
+    """``a op b`` for op in :data:`COMPARE_OPS`; a boolean."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return dt.bool_
+
+
+@dataclass(frozen=True, eq=False)
+class UnaryOp(Expr):
+    op: str
+    a: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class Select(Expr):
+    """``T.if_then_else(cond, then, else_)``."""
+
+    cond: Expr
+    then: Expr
+    else_: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.then.dtype
+
+
+@dataclass(frozen=True, eq=False)
+class Cast(Expr):
+    to: DType
+    value: Expr
+
+    @property
+    def dtype(self) -> DType:
+        return self.to
+
+
+# name -> number of arguments; all return the dtype of their first argument.
+INTRINSICS = {
+    "exp": 1, "exp2": 1, "exp10": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1, "expm1": 1,
+    "sqrt": 1, "rsqrt": 1, "abs": 1, "tanh": 1, "sigmoid": 1, "floor": 1, "ceil": 1,
+    "round": 1, "trunc": 1, "sin": 1, "cos": 1, "tan": 1, "erf": 1, "pow": 2, "fmod": 2,
+    "isnan": 1, "isinf": 1,
+}
+_FLOAT_ONLY = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt",
+               "tanh", "sigmoid", "sin", "cos", "tan", "erf"}
+
+
+@dataclass(frozen=True, eq=False)
+class Call(Expr):
+    """A math intrinsic from :data:`INTRINSICS`."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> DType:
+        if self.name in ("isnan", "isinf"):
+            return dt.bool_
+        return self.args[0].dtype
+
+
+@dataclass(frozen=True, eq=False)
+class BufferLoad(Expr):
+    """``buffer[indices]``: one element (or, inside ``T.Parallel``, one element per iteration)."""
+
+    buffer: Any  # tegula.ir.buffer.Buffer (kept untyped to avoid an import cycle)
+    indices: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> DType:
+        return self.buffer.dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# Constructors used by the operators above and by the language.
+# ---------------------------------------------------------------------------------------------
+
+def const(value: Any, dtype: Any = None, span: Optional[Span] = None) -> Const:
+    """A constant; the dtype defaults to bool/int32 (int64 when too large)/float32."""
+    if dtype is None:
+        if isinstance(value, (bool,)) or type(value).__name__ == "bool_":
+            dtype = dt.bool_
+        elif isinstance(value, int) or (hasattr(value, "dtype") and str(getattr(value, "dtype", "")).startswith(("int", "uint"))):
+            value = int(value)
+            dtype = dt.int32 if -(2**31) <= value < 2**31 else dt.int64
+        else:
+            dtype = dt.float32
+    dtype = dt.as_dtype(dtype)
+    if dtype.is_bool:
+        value = bool(value)
+    elif dtype.is_int:
+        value = int(value)
+    else:
+        value = float(value)
+    return Const(value, dtype, span=span)
+
+
+def as_expr(x: Any, like: Optional[DType] = None) -> Expr:
+    """Turn ``x`` into an expression; Python numbers take the dtype ``like`` where it fits."""
+    if isinstance(x, Expr):
+        return x
+    if hasattr(x, "as_load"):  # a scalar buffer (T.alloc_var) used as a value
+        return x.as_load()
+    if isinstance(x, bool):
+        return const(x, dt.bool_)
+    if isinstance(x, int) or (hasattr(x, "dtype") and hasattr(x, "item") and getattr(x, "ndim", 1) == 0):
+        if hasattr(x, "item"):
+            x = x.item()
+        if isinstance(x, float):
+            return const(x, like if like is not None and like.is_float else dt.float32)
+        if like is not None and not like.is_bool:
+            return const(x, like)
+        return const(x)
+    if isinstance(x, float):
+        if like is not None and like.is_float:
+            return const(x, like)
+        return const(x, dt.float32)
+    raise KernelTypeError(f"expected a number or an expression, got {type(x).__name__} {x!r}")
+
+
+def _operands(a: Any, b: Any) -> tuple[Expr, Expr]:
+    if isinstance(a, Expr) and not isinstance(b, Expr):
+        return a, as_expr(b, like=a.dtype)
+    if isinstance(b, Expr) and not isinstance(a, Expr):
+        return as_expr(a, like=b.dtype), b
+    ea, eb = as_expr(a), as_expr(b)
+    return ea, eb
+
+
+def _unify(a: Expr, b: Expr) -> tuple[Expr, Expr, DType]:
+    if a.dtype == b.dtype:
+        return a, b, a.dtype
+    # a Python literal folded into a Const of its own type still adapts to the other side
+    t = dt.promote(a.dtype, b.dtype)
+    if isinstance(a, Const) and not isinstance(b, Const) and (b.dtype.is_float or a.dtype.is_int):
+        t = b.dtype if not (a.dtype.is_float and b.dtype.is_int) else t
+    elif isinstance(b, Const) and not isinstance(a, Const) and (a.dtype.is_float or b.dtype.is_int):
+        t = a.dtype if not (b.dtype.is_float and a.dtype.is_int) else t
+    return cast(t, a), cast(t, b), t
+
+
+_FOLD = {
+    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+    "min": min, "max": max,
+}
+
+
+def binary(op: str, a: Any, b: Any) -> Expr:
+    """Build ``a op b`` with dtype promotion and folding of two constants."""
+    ea, eb = _operands(a, b)
+    if op in ("and", "or"):
+        ea, eb = cast(dt.bool_, ea), cast(dt.bool_, eb)
+        if isinstance(ea, Const) and isinstance(eb, Const):
+            return const(ea.value and eb.value if op == "and" else ea.value or eb.value, dt.bool_)
+        return BinOp(op, ea, eb)
+    ea, eb, t = _unify(ea, eb)
+    if op in ("floordiv", "floormod", "bitand", "bitor", "bitxor", "shl", "shr", "truncdiv", "truncmod") \
+            and not t.is_int and op not in ("floordiv", "floormod"):
+        raise DTypeError(f"operator {BINARY_OPS[op]} needs integers, got {t}")
+    if isinstance(ea, Const) and isinstance(eb, Const):
+        folded = _fold(op, ea.value, eb.value, t)
+        if folded is not None:
+            return const(folded, t)
+    return BinOp(op, ea, eb)
+
+
+def _fold(op: str, x: Any, y: Any, t: DType) -> Any:
+    if op in _FOLD:
+        return _FOLD[op](x, y)
+    if y == 0 and op in ("div", "floordiv", "floormod", "truncdiv", "truncmod"):
+        return None
+    if op == "div":
+        return x / y if t.is_float else int(x / y)
+    if op == "floordiv":
+        return x // y if t.is_int else math.floor(x / y)
+    if op == "floormod":
+        return x % y
+    if op == "truncdiv":
+        return int(x / y)
+    if op == "truncmod":
+        return int(math.fmod(x, y))
+    if op in ("bitand", "bitor", "bitxor", "shl", "shr"):
+        return {"bitand": x & y, "bitor": x | y, "bitxor": x ^ y, "shl": x << y, "shr": x >> y}[op]
+    return None
+
+
+def compare(op: str, a: Any, b: Any) -> Expr:
+    ea, eb = _operands(a, b)
+    ea, eb, _ = _unify(ea, eb)
+    if isinstance(ea, Const) and isinstance(eb, Const):
+        x, y = ea.value, eb.value
+        return const({"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y, "ne": x != y}[op], dt.bool_)
+    return Compare(op, ea, eb)
+
+
+def unary(op: str, a: Any) -> Expr:
+    ea = as_expr(a)
+    if isinstance(ea, Const):
+        if op == "neg":
+            return const(-ea.value, ea.dtype)
+        if op == "not":
+            return const(not ea.value, dt.bool_)
+    if op == "not":
+        ea = cast(dt.bool_, ea)
+    return UnaryOp(op, ea)
+
+
+def cast(dtype: Any, value: Any) -> Expr:
+    """``T.Cast(dtype, value)``; a no-op when the dtype already matches."""
+    t = dt.as_dtype(dtype)
+    e = as_expr(value, like=t)
+    if e.dtype == t:
+        return e
+    if isinstance(e, Const):
+        v = e.value
+        if t.is_int and isinstance(v, float):
+            if math.isinf(v) or math.isnan(v):
+                return Cast(t, e)
+            v = int(v)
+        return const(v, t)
+    return Cast(t, e)
+
+
+def call(name: str, *args: Any) -> Expr:
+    """A math intrinsic; integer arguments of float-only functions are promoted to float32."""
+    if name not in INTRINSICS:
+        raise KernelTypeError(f"unknown intrinsic {name!r}")
+    if len(args) != INTRINSICS[name]:
+        raise KernelTypeError(f"T.{name} takes {INTRINSICS[name]} argument(s), got {len(args)}")
+    exprs: Sequence[Expr]
+    if len(args) == 2:
+        exprs = _unify(*_operands(*args))[:2]
+    else:
+        exprs = [as_expr(args[0])]
+    if name in _FLOAT_ONLY and not exprs[0].dtype.is_float:
+        exprs = [cast(dt.float32, e) for e in exprs]
+    return Call(name, tuple(exprs))
+
+
+def minimum(a: Any, b: Any) -> Expr:
+    return binary("min", a, b)
+
+
+def maximum(a: Any, b: Any) -> Expr:
+    return binary("max", a, b)
+
+
+def select(cond: Any, then: Any, else_: Any) -> Expr:
+    c = cast(dt.bool_, as_expr(cond))
+    t, e = _operands(then, else_)
+    t, e, _ = _unify(t, e)
+    if isinstance(c, Const):
+        return t if c.value else e
+    return Select(c, t, e)
