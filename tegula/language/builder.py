@@ -1,0 +1,123 @@
+"""The IR builder the frontend drives while it walks a kernel function.
+
+The parser opens frames (function, kernel, loop bodies, branches); ``T.*`` primitives append
+statements to the innermost frame through :func:`current`. Primitives called with no builder
+active (outside a kernel function) raise a clear error instead of building anything.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+from tegula.errors import KernelSyntaxError
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Var
+from tegula.ir.stmt import Stmt
+
+
+@dataclass
+class KernelFrame:
+    """What a ``with T.Kernel(...)`` block collects besides its statements."""
+
+    allocs: list[Buffer] = field(default_factory=list)
+    alloc_inits: dict = field(default_factory=dict)
+    annotations: dict = field(default_factory=dict)
+    names: set = field(default_factory=set)
+
+
+class Builder:
+    """Statement lists under construction, plus the state of the function being built."""
+
+    def __init__(self, mode: str, consts: Optional[dict] = None):
+        self.mode = mode                       # "prim_func" or "eager"
+        self.stack: list[list[Stmt]] = [[]]
+        self.kernel: Optional[KernelFrame] = None
+        self.loop_kinds: list[str] = []         # kinds of the loops enclosing the current point
+        self.params: list[Any] = []             # Buffers and Vars, in order of declaration
+        self.outputs: list[Buffer] = []          # eager style: T.empty buffers
+        self.consts: dict = dict(consts or {})   # eager style: values of T.const symbols
+        self.pending: dict[str, Any] = {}        # eager style: actual shapes/dtypes of tensor args
+        self.placeholders: list[Any] = []        # eager style: T.const symbols not yet bound
+        self._name: Optional[str] = None
+        self.param_names: set[str] = set()
+
+    # -- statements -----------------------------------------------------------------------------
+    def emit(self, stmt: Stmt) -> None:
+        self.stack[-1].append(stmt)
+
+    @contextlib.contextmanager
+    def frame(self) -> Iterator[list[Stmt]]:
+        """Collect the statements emitted inside into a fresh list (yielded)."""
+        self.stack.append([])
+        try:
+            yield self.stack[-1]
+        finally:
+            self.stack.pop()
+
+    @contextlib.contextmanager
+    def loop(self, kind: str) -> Iterator[None]:
+        self.loop_kinds.append(kind)
+        try:
+            yield
+        finally:
+            self.loop_kinds.pop()
+
+    @property
+    def in_parallel(self) -> bool:
+        return "parallel" in self.loop_kinds
+
+    # -- naming of allocations: ``A_shared = T.alloc_shared(...)`` names the buffer A_shared ----
+    @contextlib.contextmanager
+    def naming(self, name: Optional[str]) -> Iterator[None]:
+        old, self._name = self._name, name
+        try:
+            yield
+        finally:
+            self._name = old
+
+    def take_name(self, default: str) -> str:
+        name, self._name = self._name or default, None
+        used = self.kernel.names if self.kernel is not None else self.param_names
+        base, k = name, 1
+        while name in used:
+            name = f"{base}_{k}"
+            k += 1
+        used.add(name)
+        return name
+
+    def require_kernel(self, what: str) -> KernelFrame:
+        if self.kernel is None:
+            raise KernelSyntaxError(f"{what} can only be used inside `with T.Kernel(...)`")
+        return self.kernel
+
+
+_builders: list[Builder] = []
+
+
+def current(what: str = "this primitive") -> Builder:
+    """The active builder; raises when ``what`` is used outside a kernel function."""
+    if not _builders:
+        raise KernelSyntaxError(
+            f"{what} can only be used inside a kernel function "
+            "(decorated with @T.prim_func, @tegula.jit or @T.macro)")
+    return _builders[-1]
+
+
+def active() -> Optional[Builder]:
+    return _builders[-1] if _builders else None
+
+
+@contextlib.contextmanager
+def building(b: Builder) -> Iterator[Builder]:
+    _builders.append(b)
+    try:
+        yield b
+    finally:
+        _builders.pop()
+
+
+def new_var(name: str, dtype: Any = None) -> Var:
+    from tegula.ir import dtype as dt
+
+    return Var(name, dt.as_dtype(dtype) if dtype is not None else dt.int32)

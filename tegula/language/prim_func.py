@@ -1,0 +1,181 @@
+"""Entry points of the frontend: ``@T.prim_func``, ``@T.macro`` and eager-style tracing."""
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from tegula.errors import KernelSyntaxError, KernelTypeError
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Var
+from tegula.ir.span import span_scope
+from tegula.ir.stmt import PrimFunc, seq
+from tegula.language import semantic
+from tegula.language.builder import Builder, active, building
+from tegula.language.parser import Parser, Source, function_scope, run_body
+from tegula.language.proxy import TensorSpec, ptr_like
+
+
+def _annotation(func: Callable, name: str, ann: Any, scope: dict) -> Any:
+    if isinstance(ann, str):  # ``from __future__ import annotations``
+        try:
+            ann = eval(ann, scope)  # noqa: S307 - the user's own annotation
+        except Exception as e:
+            raise KernelTypeError(f"cannot evaluate the annotation of parameter '{name}': {e}") from None
+    return ann
+
+
+def parse_prim_func(func: Callable) -> PrimFunc:
+    """Parse a function whose parameters are annotated ``T.Tensor(shape, dtype)`` or a scalar dtype."""
+    src = Source.of(func)
+    scope = function_scope(func)
+    b = Builder("prim_func")
+    params: list[Any] = []
+    sig = inspect.signature(func)
+    locals_: dict = {}
+    for name, p in sig.parameters.items():
+        node = next((a for a in src.tree.args.args if a.arg == name), src.tree)
+        span = src.span(node)
+        if p.annotation is inspect.Parameter.empty:
+            raise KernelSyntaxError(f"parameter '{name}' of a @T.prim_func needs an annotation", span,
+                                    hint=f"{name}: T.Tensor((M, N), \"float16\") or {name}: T.int32")
+        ann = _annotation(func, name, p.annotation, scope)
+        with span_scope(span):
+            if isinstance(ann, TensorSpec):
+                param: Any = Buffer(name, ann.shape, ann.dtype, "global")
+            elif ptr_like(ann) is not None:
+                param = Var(name, ptr_like(ann))
+            else:
+                raise KernelTypeError(f"parameter '{name}' has annotation {ann!r}; expected "
+                                      "T.Tensor(shape, dtype) or a scalar dtype like T.int32", span)
+        params.append(param)
+        locals_[name] = param
+        b.param_names.add(name)
+    parser = Parser(b, src, scope, locals_)
+    with building(b):
+        ret = run_body(parser, src.tree.body)
+    if ret is not None:
+        raise KernelSyntaxError("a @T.prim_func returns nothing; outputs are parameters it writes",
+                                src.span(src.tree))
+    return PrimFunc(func.__name__, tuple(params), seq(b.stack[0]), span=src.span(src.tree))
+
+
+def prim_func(func: Optional[Callable] = None, *, private: bool = False, check_well_formed: bool = True) -> Any:
+    """Decorator: parse the function into a :class:`PrimFunc` now."""
+    if func is None:
+        return lambda f: parse_prim_func(f)
+    return parse_prim_func(func)
+
+
+@dataclass
+class EagerTrace:
+    """The result of tracing an eager-style function for one set of arguments."""
+
+    func: PrimFunc
+    out_idx: list[int]
+    tensor_args: list[str]          # names of the function parameters that are tensors, in order
+    consts: dict                    # values of T.const symbols and other constants
+
+
+def tensor_params(func: Callable) -> list[str]:
+    """Parameters of an eager function declared in its body as ``A: T.Tensor(...)``, in order."""
+    src = Source.of(func)
+    names = [a.arg for a in src.tree.args.args]
+    annotated = {n.target.id for n in src.tree.body
+                 if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    return [n for n in names if n in annotated]
+
+
+def trace_eager(func: Callable, bound: dict, tensors: dict, consts: dict) -> EagerTrace:
+    """Trace an eager-style function.
+
+    ``bound`` maps non-tensor parameters to their values; ``tensors`` maps tensor parameters to
+    ``(shape, dtype)`` of the actual argument (or None when compiling ahead of time with
+    ``consts`` giving the shape symbols).
+    """
+    src = Source.of(func)
+    scope = function_scope(func)
+    b = Builder("eager", consts)
+    b.pending = dict(tensors)
+    locals_ = dict(bound)
+    for n in tensors:
+        locals_[n] = _Undeclared(n)
+        b.param_names.add(n)
+    parser = Parser(b, src, scope, locals_)
+    with building(b):
+        ret = run_body(parser, src.tree.body)
+    declared = {p.name for p in b.params if isinstance(p, Buffer)}
+    missing = [n for n in tensors if n not in declared]
+    if missing:
+        raise KernelSyntaxError(f"tensor parameter '{missing[0]}' is never declared in the body",
+                                src.span(src.tree), hint=f"add `{missing[0]}: T.Tensor(shape, dtype)`")
+    order = {n: i for i, n in enumerate(tensors)}
+    inputs = sorted((p for p in b.params if p not in b.outputs), key=lambda p: order.get(p.name, 0))
+    params = inputs + list(b.outputs)
+    rets = ret if isinstance(ret, (tuple, list)) else ([] if ret is None else [ret])
+    out_idx = []
+    for r in rets:
+        if not isinstance(r, Buffer) or r not in params:
+            raise KernelSyntaxError(f"an eager kernel returns its output tensors; got {semantic.describe(r)}",
+                                    src.span(src.tree))
+        out_idx.append(params.index(r))
+    if not rets and b.outputs:
+        out_idx = [params.index(o) for o in b.outputs]
+    pf = PrimFunc(func.__name__, tuple(params), seq(b.stack[0]), span=src.span(src.tree))
+    return EagerTrace(pf, out_idx, list(tensors), dict(b.consts))
+
+
+class _Undeclared:
+    """A tensor parameter before its ``A: T.Tensor(...)`` declaration."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        raise KernelTypeError(f"tensor '{self.name}' is used before its declaration",
+                              hint=f"declare it first: {self.name}: T.Tensor(shape, dtype)")
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.__getattr__("__getitem__")
+
+
+class Macro:
+    """``@T.macro``: a helper whose body is inlined where it is called inside a kernel."""
+
+    def __init__(self, func: Callable):
+        self.func = func
+        self.__name__ = func.__name__
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        b = active()
+        if b is None:
+            raise KernelSyntaxError(f"macro '{self.__name__}' can only be called inside a kernel")
+        sig = inspect.signature(self.func)
+        try:
+            ba = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise KernelTypeError(f"macro '{self.__name__}': {e}") from None
+        ba.apply_defaults()
+        src = Source.of(self.func)
+        parser = Parser(b, src, function_scope(self.func), dict(ba.arguments), is_macro=True)
+        return run_body(parser, src.tree.body)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        import functools
+
+        return functools.partial(self.__call__, obj)
+
+
+def macro(func: Optional[Callable] = None, *, hygienic: bool = True) -> Any:
+    if func is None:
+        return lambda f: Macro(f)
+    return Macro(func)
+
+
+__all__ = ["prim_func", "macro", "Macro", "parse_prim_func", "trace_eager", "tensor_params",
+           "EagerTrace"]

@@ -1,0 +1,411 @@
+"""The ``T.*`` primitives users call inside kernels.
+
+Each one either returns an expression or appends a statement to the active builder; the rules
+(shapes, scopes, dtypes) live in :mod:`tegula.language.semantic`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from tegula.errors import KernelTypeError, ScopeError
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.stmt import Print
+from tegula.language import semantic
+from tegula.language.builder import current
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch, loops
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class KernelSpec:
+    """``T.Kernel(*grid, threads=...)``: used as ``with T.Kernel(...) as (bx, by):``."""
+
+    grid: tuple
+    threads: tuple
+
+    def __enter__(self) -> Any:
+        raise KernelTypeError("T.Kernel can only be used in a `with` statement inside a kernel function")
+
+    def __exit__(self, *a: Any) -> None:  # pragma: no cover - never entered
+        pass
+
+
+def Kernel(*grid: Any, threads: Any = 128, prelude: Any = None, is_cpu: bool = False,
+           is_npu: bool = False) -> KernelSpec:
+    if not 1 <= len(grid) <= 3:
+        raise KernelTypeError(f"T.Kernel takes 1 to 3 grid dimensions, got {len(grid)}")
+    g = []
+    for x in grid:
+        if isinstance(x, float) or isinstance(x, bool):
+            raise KernelTypeError(f"T.Kernel: grid extents must be integers, got {x!r}")
+        e = E.as_expr(x)
+        if not e.dtype.is_int:
+            raise KernelTypeError(f"T.Kernel: grid extents must be integers, got {e.dtype}")
+        g.append(int(e.value) if isinstance(e, E.Const) else e)
+    th = threads if isinstance(threads, (tuple, list)) else (threads,)
+    if not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in th) or len(th) > 3:
+        raise KernelTypeError(f"T.Kernel: threads must be a positive int or a tuple of up to 3 ints, "
+                              f"got {threads!r}")
+    return KernelSpec(tuple(g), tuple(th))
+
+
+@dataclass
+class LoopSpec:
+    """A loop the parser turns into ``For`` nodes: one per entry of ``extents``."""
+
+    kind: str
+    starts: tuple
+    extents: tuple
+    step: int = 1
+    annotations: dict = field(default_factory=dict)
+
+    def __iter__(self) -> Any:
+        raise KernelTypeError(f"T.{self.kind} loops can only be used as `for ... in` inside a kernel")
+
+
+def _extent(x: Any, what: str) -> Any:
+    if isinstance(x, bool) or isinstance(x, float):
+        raise KernelTypeError(f"{what}: loop bounds must be integers, got {x!r}")
+    e = E.as_expr(x)
+    if not e.dtype.is_int:
+        raise KernelTypeError(f"{what}: loop bounds must be integers, got {e.dtype}")
+    return int(e.value) if isinstance(e, E.Const) else e
+
+
+def _range(what: str, args: Sequence[Any], step: Any = None) -> tuple[Any, Any, int]:
+    if len(args) == 1:
+        start, stop = 0, args[0]
+    elif len(args) in (2, 3):
+        start, stop = args[0], args[1]
+        if len(args) == 3:
+            step = args[2]
+    else:
+        raise KernelTypeError(f"{what} takes 1 to 3 arguments (stop | start, stop[, step]), got {len(args)}")
+    step = 1 if step is None else step
+    if not isinstance(step, int) or step == 0:
+        raise KernelTypeError(f"{what}: step must be a non-zero Python int, got {step!r}")
+    start, stop = _extent(start, what), _extent(stop, what)
+    if step > 0:
+        n = (stop - start + step - 1) // step if not (isinstance(stop, int) and isinstance(start, int)) \
+            else max(0, -(-(stop - start) // step))
+    else:
+        n = (start - stop + (-step) - 1) // (-step) if not (isinstance(stop, int) and isinstance(start, int)) \
+            else max(0, -(-(start - stop) // (-step)))
+    return start, n if isinstance(n, int) else _extent(n, what), step
+
+
+def Parallel(*extents: Any, coalesced_width: Optional[int] = None, loop_layout: Any = None) -> LoopSpec:
+    if not extents:
+        raise KernelTypeError("T.Parallel needs at least one extent")
+    ex = tuple(_extent(x, "T.Parallel") for x in extents)
+    ann = {"coalesced_width": coalesced_width} if coalesced_width else {}
+    return LoopSpec("parallel", (0,) * len(ex), ex, 1, ann)
+
+
+def Pipelined(*args: Any, num_stages: int = 0, order: Optional[Sequence[int]] = None,
+              stage: Optional[Sequence[int]] = None, sync: Any = None, group: Any = None) -> LoopSpec:
+    start, n, step = _range("T.Pipelined", args)
+    ann: dict = {"num_stages": int(num_stages)}
+    if order is not None:
+        ann["order"] = tuple(order)
+    if stage is not None:
+        ann["stage"] = tuple(stage)
+    if group is not None:
+        ann["group"] = tuple(tuple(g) for g in group)
+    return LoopSpec("pipelined", (start,), (n,), step, ann)
+
+
+def serial(*args: Any, step: Any = None, annotations: Optional[dict] = None) -> LoopSpec:
+    start, n, st = _range("T.serial", args, step)
+    return LoopSpec("serial", (start,), (n,), st, dict(annotations or {}))
+
+
+Serial = serial
+
+
+def unroll(*args: Any, step: Any = None, explicit: bool = False, unroll_factor: Any = None) -> LoopSpec:
+    start, n, st = _range("T.unroll", args, step)
+    return LoopSpec("unroll", (start,), (n,), st)
+
+
+def vectorized(*args: Any) -> LoopSpec:
+    start, n, st = _range("T.vectorized", args)
+    return LoopSpec("vectorized", (start,), (n,), st)
+
+
+def grid(*extents: Any) -> LoopSpec:
+    ex = tuple(_extent(x, "T.grid") for x in extents)
+    return LoopSpec("serial", (0,) * len(ex), ex)
+
+
+# ---------------------------------------------------------------------------------------------
+# Allocation
+# ---------------------------------------------------------------------------------------------
+
+def _alloc(shape: Any, dtype: Any, scope: str, what: str) -> Buffer:
+    b = current(what)
+    k = b.require_kernel(what)
+    shp = semantic.tile_shape_arg(shape, what)
+    d = semantic.check_dtype(dtype, what)
+    buf = Buffer(b.take_name({"local.fragment": "frag", "local": "local"}.get(scope, "shared")),
+                 shp, d, scope)
+    k.allocs.append(buf)
+    return buf
+
+
+def alloc_shared(shape: Any, dtype: Any, scope: str = "shared.dyn") -> Buffer:
+    if scope not in ("shared", "shared.dyn"):
+        raise KernelTypeError(f"T.alloc_shared: scope must be 'shared' or 'shared.dyn', got {scope!r}")
+    return _alloc(shape, dtype, scope, "T.alloc_shared")
+
+
+def alloc_fragment(shape: Any, dtype: Any, scope: str = "local.fragment") -> Buffer:
+    return _alloc(shape, dtype, "local.fragment", "T.alloc_fragment")
+
+
+def alloc_local(shape: Any, dtype: Any, scope: str = "local") -> Buffer:
+    return _alloc(shape, dtype, "local", "T.alloc_local")
+
+
+def alloc_var(dtype: Any, init: Any = None, scope: str = "local.var") -> Buffer:
+    b = current("T.alloc_var")
+    k = b.require_kernel("T.alloc_var")
+    d = semantic.check_dtype(dtype, "T.alloc_var")
+    buf = Buffer(b.take_name("var"), (1,), d, "local.var")
+    k.allocs.append(buf)
+    if init is not None:
+        k.alloc_inits[buf] = E.cast(d, init)
+    return buf
+
+
+# ---------------------------------------------------------------------------------------------
+# Tile operations
+# ---------------------------------------------------------------------------------------------
+
+def _emit_tile(what: str, node: Any) -> None:
+    b = current(what)
+    b.require_kernel(what)
+    if b.in_parallel:
+        raise ScopeError(f"{what} is a tile operation and cannot be used inside T.Parallel",
+                         hint="move it out of the parallel loop")
+    b.emit(node)
+
+
+def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma: bool = False,
+         eviction_policy: Any = None, loop_layout: Any = None) -> None:
+    _emit_tile("T.copy", semantic.copy(src, dst))
+
+
+class GemmWarpPolicy:
+    """How the warps of a block split the M x N tile of a gemm."""
+
+    Square = "Square"
+    FullRow = "FullRow"
+    FullCol = "FullCol"
+
+
+def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
+         policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1,
+         wg_wait: int = 0, mbar: Any = None) -> None:
+    _emit_tile("T.gemm", semantic.gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum,
+                                       k_pack, wg_wait))
+
+
+def _reducer(kind: str) -> Any:
+    def reduce_op(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+        _emit_tile(f"T.reduce_{kind}", semantic.reduce(kind, src, dst, dim, clear))
+
+    reduce_op.__name__ = f"reduce_{kind}"
+    reduce_op.__doc__ = f"``dst = {kind}(src, dim)`` (combined with dst when ``clear=False``)."
+    return reduce_op
+
+
+reduce_sum = _reducer("sum")
+reduce_max = _reducer("max")
+reduce_min = _reducer("min")
+reduce_abssum = _reducer("abssum")
+reduce_absmax = _reducer("absmax")
+
+
+def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
+    _emit_tile("T.cumsum", semantic.cumsum(src, dst, dim, reverse))
+
+
+def fill(buffer: Any, value: Any) -> None:
+    _emit_tile("T.fill", semantic.fill(buffer, value))
+
+
+def clear(buffer: Any) -> None:
+    _emit_tile("T.clear", semantic.fill(buffer, 0))
+
+
+def _atomic(kind: str) -> Any:
+    def atomic_op(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False,
+                  use_tma: bool = False) -> None:
+        what = f"T.atomic_{kind}"
+        b = current(what)
+        b.require_kernel(what)
+        b.emit(semantic.atomic(kind, dst, value))
+
+    atomic_op.__name__ = f"atomic_{kind}"
+    return atomic_op
+
+
+atomic_add = _atomic("add")
+atomic_max = _atomic("max")
+atomic_min = _atomic("min")
+
+
+def print(obj: Any, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:  # noqa: A001
+    b = current("T.print")
+    b.require_kernel("T.print")
+    if isinstance(obj, Buffer) and obj.scope != "local.var":
+        obj = obj.region()
+    elif not isinstance(obj, BufferRegion):
+        obj = E.as_expr(obj)
+    b.emit(Print(obj, str(msg)))
+
+
+def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> None:
+    k = current("T.use_swizzle").require_kernel("T.use_swizzle")
+    if order not in ("row", "col", "column"):
+        raise KernelTypeError(f"T.use_swizzle: order must be 'row' or 'col', got {order!r}")
+    if enable:
+        k.annotations["swizzle"] = (int(panel_size), "col" if order == "column" else order)
+
+
+def annotate_layout(layout_map: dict) -> None:
+    k = current("T.annotate_layout").require_kernel("T.annotate_layout")
+    if not isinstance(layout_map, dict):
+        raise KernelTypeError("T.annotate_layout takes a dict {buffer: layout}")
+    for buf in layout_map:
+        if not isinstance(buf, Buffer):
+            raise KernelTypeError(f"T.annotate_layout: keys must be buffers, got {buf!r}")
+    k.annotations.setdefault("layout_map", {}).update(layout_map)
+
+
+def sync_threads() -> None:
+    """A block-wide barrier. The tile level needs none (the compiler inserts them); accepted."""
+    current("T.sync_threads").require_kernel("T.sync_threads")
+
+
+# ---------------------------------------------------------------------------------------------
+# Expressions
+# ---------------------------------------------------------------------------------------------
+
+def _is_py(*xs: Any) -> bool:
+    return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+
+
+def if_then_else(cond: Any, then: Any, else_: Any) -> Any:
+    return E.select(cond, then, else_)
+
+
+def max(a: Any, b: Any) -> Any:  # noqa: A001
+    return a if _is_py(a, b) and a >= b else b if _is_py(a, b) else E.maximum(a, b)
+
+
+def min(a: Any, b: Any) -> Any:  # noqa: A001
+    return a if _is_py(a, b) and a <= b else b if _is_py(a, b) else E.minimum(a, b)
+
+
+def ceildiv(a: Any, b: Any) -> Any:
+    if _is_py(a, b) and isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return (E.as_expr(a) + b - 1) // b
+
+
+def floordiv(a: Any, b: Any) -> Any:
+    return a // b
+
+
+def floormod(a: Any, b: Any) -> Any:
+    return a % b
+
+
+def truncdiv(a: Any, b: Any) -> Any:
+    return E.binary("truncdiv", a, b)
+
+
+def truncmod(a: Any, b: Any) -> Any:
+    return E.binary("truncmod", a, b)
+
+
+def _intrinsic(name: str) -> Any:
+    def f(*args: Any) -> E.Expr:
+        return E.call(name, *args)
+
+    f.__name__ = name
+    f.__doc__ = f"``T.{name}``: elementwise {name}."
+    return f
+
+
+exp, exp2, log, log2, log10 = (_intrinsic(n) for n in ("exp", "exp2", "log", "log2", "log10"))
+sqrt, rsqrt, tanh, sigmoid = (_intrinsic(n) for n in ("sqrt", "rsqrt", "tanh", "sigmoid"))
+floor, ceil, round, trunc = (_intrinsic(n) for n in ("floor", "ceil", "round", "trunc"))  # noqa: A001
+sin, cos, erf, log1p, expm1 = (_intrinsic(n) for n in ("sin", "cos", "erf", "log1p", "expm1"))
+pow, fmod, isnan, isinf = (_intrinsic(n) for n in ("pow", "fmod", "isnan", "isinf"))  # noqa: A001
+exp10, tan = _intrinsic("exp10"), _intrinsic("tan")
+
+
+def abs(x: Any) -> Any:  # noqa: A001
+    if _is_py(x):
+        return x if x >= 0 else -x
+    return E.call("abs", x)
+
+
+def infinity(dtype: Any) -> E.Expr:
+    return E.const(math.inf, semantic.check_dtype(dtype, "T.infinity"))
+
+
+def ninf(dtype: Any) -> E.Expr:
+    return E.const(-math.inf, semantic.check_dtype(dtype, "T.ninf"))
+
+
+def max_value(dtype: Any) -> E.Expr:
+    d = semantic.check_dtype(dtype, "T.max_value")
+    import numpy as np
+
+    info = np.iinfo(d.np) if d.is_int else np.finfo(d.np)
+    return E.const(info.max.item() if hasattr(info.max, "item") else info.max, d)
+
+
+def min_value(dtype: Any) -> E.Expr:
+    d = semantic.check_dtype(dtype, "T.min_value")
+    import numpy as np
+
+    info = np.iinfo(d.np) if d.is_int else np.finfo(d.np)
+    return E.const(info.min.item() if hasattr(info.min, "item") else info.min, d)
+
+
+def Cast(dtype: Any, value: Any) -> E.Expr:
+    return E.cast(semantic.check_dtype(dtype, "T.Cast"), value)
+
+
+cast = Cast
+
+
+def Select(cond: Any, then: Any, else_: Any) -> E.Expr:
+    return E.select(cond, then, else_)
+
+
+def And(a: Any, b: Any) -> E.Expr:
+    return E.binary("and", a, b)
+
+
+def Or(a: Any, b: Any) -> E.Expr:
+    return E.binary("or", a, b)
+
+
+def Not(a: Any) -> E.Expr:
+    return E.unary("not", a)
+
+
+def clamp(x: Any, lo: Any, hi: Any) -> Any:
+    return min(max(x, lo), hi)

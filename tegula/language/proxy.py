@@ -1,0 +1,132 @@
+"""Parameter declarations: ``T.Tensor``, ``T.dynamic``, ``T.const`` and ``T.empty``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from tegula.errors import KernelTypeError, ShapeError
+from tegula.ir import dtype as dt
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Const, Expr, Var
+from tegula.language import semantic
+from tegula.language.builder import current
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """``T.Tensor(shape, dtype)``: the type of a global tensor parameter."""
+
+    shape: tuple
+    dtype: dt.DType
+
+    def __repr__(self) -> str:
+        return f"T.Tensor({self.shape}, {self.dtype.name!r})"
+
+
+def _shape(shape: Any, what: str) -> tuple:
+    if isinstance(shape, (int, Expr, ConstSymbol)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise KernelTypeError(f"{what}: shape must be a tuple of ints or symbols, got {shape!r}")
+    out = []
+    for d in shape:
+        if isinstance(d, Const):
+            d = int(d.value)
+        if not isinstance(d, (int, Expr, ConstSymbol)) or isinstance(d, bool):
+            raise ShapeError(f"{what}: dimension {d!r} is neither an int nor a symbol")
+        out.append(d)
+    return tuple(out)
+
+
+class _TensorType:
+    """``T.Tensor((M, K), dtype)`` and ``T.Tensor[(M, K), dtype]``."""
+
+    def __call__(self, shape: Any, dtype: Any = "float32", **_: Any) -> TensorSpec:
+        return TensorSpec(_shape(shape, "T.Tensor"), semantic.check_dtype(dtype, "T.Tensor"))
+
+    def __getitem__(self, key: Any) -> TensorSpec:
+        if isinstance(key, tuple) and len(key) == 2:
+            return self(*key)
+        raise KernelTypeError("T.Tensor[...] takes (shape, dtype)")
+
+
+Tensor = _TensorType()
+Buffer_ = Tensor
+
+
+def dynamic(name: str, dtype: Any = "int32") -> Var:
+    """A symbolic dimension bound from argument shapes at call time."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise KernelTypeError(f"T.dynamic: name must be an identifier string, got {name!r}")
+    return Var(name, semantic.check_dtype(dtype, "T.dynamic"))
+
+
+symbolic = dynamic
+
+
+class ConstSymbol:
+    """A ``T.const`` shape symbol whose value is not known yet (eager style).
+
+    It becomes the matching dimension of the first ``A: T.Tensor(...)`` annotation that uses it.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def _unbound(self, *a: Any) -> Any:
+        raise KernelTypeError(
+            f"'{self.name}' (from T.const) has no value yet: it gets one from the first tensor "
+            "annotation that uses it", hint=f"declare the tensors (A: T.Tensor(...)) before using {self.name}")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unbound
+    __floordiv__ = __rfloordiv__ = __truediv__ = __mod__ = __lt__ = __gt__ = __index__ = _unbound
+
+
+def const(names: str, dtype: Any = "int32") -> Any:
+    """``M, N, K = T.const("M, N, K")``: compile-time shape symbols (eager style)."""
+    b = current("T.const")
+    parts = [n.strip() for n in names.replace(",", " ").split()]
+    if not parts or not all(p.isidentifier() for p in parts):
+        raise KernelTypeError(f"T.const: expected names like \"M, N, K\", got {names!r}")
+    out = []
+    for p in parts:
+        if p in b.consts:
+            out.append(b.consts[p])
+        else:
+            sym = ConstSymbol(p)
+            b.placeholders.append(sym)
+            out.append(sym)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def empty(shape: Any, dtype: Any = "float32") -> Buffer:
+    """``C = T.empty((M, N), dtype)``: an output tensor the runtime allocates (eager style)."""
+    b = current("T.empty")
+    if b.kernel is not None:
+        raise KernelTypeError("T.empty declares a kernel output and must come before `with T.Kernel`",
+                              hint="for scratch memory inside the kernel use T.alloc_shared / alloc_fragment")
+    shp = _shape(shape, "T.empty")
+    if any(isinstance(d, ConstSymbol) for d in shp):
+        bad = next(d for d in shp if isinstance(d, ConstSymbol))
+        bad._unbound()
+    buf = Buffer(b.take_name("out"), shp, semantic.check_dtype(dtype, "T.empty"), "global")
+    b.params.append(buf)
+    b.outputs.append(buf)
+    return buf
+
+
+def is_tensor_annotation(x: Any) -> bool:
+    return isinstance(x, TensorSpec)
+
+
+def ptr_like(x: Any) -> Optional[dt.DType]:
+    """Scalar parameter annotations: ``n: T.int32`` or ``n: int``."""
+    if isinstance(x, dt.DType):
+        return x
+    if x in (int, float, bool):
+        return dt.as_dtype(x)
+    return None
+

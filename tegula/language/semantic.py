@@ -1,0 +1,252 @@
+"""What tile operations mean: operand forms, shape and dtype rules, in one place.
+
+The AST parser only walks Python; the functions here turn user operands (buffers, slice regions,
+start elements) into :class:`BufferRegion` s and check shapes, scopes and dtypes. Every
+failure is a typed tegula error; the parser attaches the user's source line to it.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from tegula.arith.simplify import simplify
+from tegula.errors import DTypeError, KernelTypeError, ScopeError, ShapeError
+from tegula.ir import dtype as dt
+from tegula.ir.buffer import Buffer, BufferRegion, Dim
+from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
+from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce, REDUCE_KINDS
+
+Operand = Union[Buffer, BufferRegion, BufferLoad]
+GEMM_POLICIES = ("Square", "FullRow", "FullCol")
+
+
+def describe(x: Any) -> str:
+    if isinstance(x, Buffer):
+        return f"buffer '{x.name}'"
+    if isinstance(x, BufferRegion):
+        return f"a region of '{x.buffer.name}'"
+    if isinstance(x, BufferLoad):
+        return f"an element of '{x.buffer.name}'"
+    return f"{type(x).__name__} {x!r}"
+
+
+def shape_str(shape: tuple) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def to_region(x: Any, what: str, like: Optional[BufferRegion] = None) -> BufferRegion:
+    """A tile operand as a region; an element ``A[i, j]`` takes its extents from ``like``."""
+    if isinstance(x, BufferRegion):
+        return x
+    if isinstance(x, Buffer):
+        return x.region()
+    if isinstance(x, BufferLoad):
+        if like is None:
+            raise KernelTypeError(
+                f"{what}: {describe(x)} gives only where the tile starts; the other operand must give "
+                "its extents (a buffer or a slice region)")
+        return _region_from_start(x, like.tile_shape(), what)
+    raise KernelTypeError(f"{what}: expected a buffer, a region A[a:b, ...] or an element A[i, j], "
+                          f"got {describe(x)}")
+
+
+def _region_from_start(load: BufferLoad, tile: tuple[Dim, ...], what: str) -> BufferRegion:
+    buf = load.buffer
+    if len(tile) > buf.ndim:
+        raise ShapeError(f"{what}: a tile of shape {shape_str(tile)} does not fit in "
+                         f"{buf.ndim}-d buffer '{buf.name}'")
+    # The tile's extents fill the trailing dimensions; the leading ones take extent 1.
+    extents = (1,) * (buf.ndim - len(tile)) + tuple(tile)
+    return BufferRegion(buf, tuple(zip(load.indices, extents)))
+
+
+def _same_extent(a: Dim, b: Dim) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    d = simplify(as_expr(a) - as_expr(b))
+    if isinstance(d, Const):
+        return d.value == 0
+    return True  # symbolic extents that cannot be compared statically are checked at run time
+
+
+def same_shape(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(_same_extent(x, y) for x, y in zip(a, b))
+
+
+def copy(src: Any, dst: Any) -> Copy:
+    if isinstance(src, BufferLoad) and isinstance(dst, BufferLoad):
+        raise KernelTypeError("T.copy: both operands are single elements, so the tile size is unknown; "
+                              "give at least one side as a buffer or a slice region")
+    if isinstance(src, BufferLoad):
+        d = to_region(dst, "T.copy destination")
+        s = to_region(src, "T.copy source", like=d)
+    else:
+        s = to_region(src, "T.copy source")
+        d = to_region(dst, "T.copy destination", like=s)
+    if not same_shape(s.tile_shape(), d.tile_shape()):
+        raise ShapeError(
+            f"T.copy: source tile {shape_str(s.tile_shape())} of '{s.buffer.name}' does not match "
+            f"destination tile {shape_str(d.tile_shape())} of '{d.buffer.name}'",
+            hint="both sides must have the same extents (dimensions of extent 1 are ignored)")
+    return Copy(s, d)
+
+
+_GEMM_OPERAND_SCOPES = ("shared", "shared.dyn", "local.fragment", "local")
+
+
+def gemm(A: Any, B: Any, C: Any, transpose_A: bool, transpose_B: bool, policy: Any,
+         clear_accum: bool, k_pack: int, wg_wait: int) -> Gemm:
+    a, b, c = (to_region(x, f"T.gemm operand {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
+    for r, n in ((a, "A"), (b, "B")):
+        if r.buffer.scope not in _GEMM_OPERAND_SCOPES:
+            raise ScopeError(f"T.gemm: operand {n} ('{r.buffer.name}') is in {r.buffer.scope} memory; "
+                             "A and B must be in shared memory or fragments",
+                             hint=f"copy it into a T.alloc_shared buffer first")
+    if c.buffer.scope not in ("local.fragment", "local"):
+        raise ScopeError(f"T.gemm: the accumulator C ('{c.buffer.name}') is in {c.buffer.scope} memory; "
+                         "it must be a fragment", hint="allocate it with T.alloc_fragment")
+    sa, sb, sc = a.tile_shape(), b.tile_shape(), c.tile_shape()
+    for s, r, n in ((sa, a, "A"), (sb, b, "B"), (sc, c, "C")):
+        if len(s) != 2:
+            raise ShapeError(f"T.gemm: operand {n} ('{r.buffer.name}') must be a 2-d tile, "
+                             f"got shape {shape_str(s)}")
+    M, Ka = (sa[1], sa[0]) if transpose_A else (sa[0], sa[1])
+    Kb, N = (sb[1], sb[0]) if transpose_B else (sb[0], sb[1])
+    if not _same_extent(Ka, Kb):
+        raise ShapeError(
+            f"T.gemm: the reduction dimensions differ: A ('{a.buffer.name}', shape {shape_str(sa)}"
+            f"{', transposed' if transpose_A else ''}) has K={Ka} but B ('{b.buffer.name}', shape "
+            f"{shape_str(sb)}{', transposed' if transpose_B else ''}) has K={Kb}",
+            hint="check transpose_A / transpose_B")
+    if not same_shape((M, N), sc):
+        raise ShapeError(f"T.gemm: C ('{c.buffer.name}') has shape {shape_str(sc)} but op(A) @ op(B) "
+                         f"is {shape_str((M, N))}")
+    if a.dtype != b.dtype and not (a.dtype.bits == 8 and b.dtype.bits == 8):
+        raise DTypeError(f"T.gemm: A is {a.dtype} but B is {b.dtype}; they must have the same dtype")
+    if a.dtype.is_int != c.dtype.is_int:
+        raise DTypeError(f"T.gemm: {a.dtype} operands need a "
+                         f"{'int32' if a.dtype.is_int else 'floating-point'} accumulator, C is {c.dtype}")
+    pol = getattr(policy, "name", policy)
+    if pol not in GEMM_POLICIES:
+        raise KernelTypeError(f"T.gemm: unknown policy {policy!r}; use T.GemmWarpPolicy.Square, "
+                              "FullRow or FullCol")
+    return Gemm(a, b, c, bool(transpose_A), bool(transpose_B), pol, bool(clear_accum),
+                int(k_pack), int(wg_wait))
+
+
+def _norm_dim(dim: Any, ndim: int, what: str) -> int:
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise KernelTypeError(f"{what}: dim must be a Python int, got {dim!r}")
+    if not -ndim <= dim < ndim:
+        raise ShapeError(f"{what}: dim={dim} is out of range for a {ndim}-d tile")
+    return dim % ndim
+
+
+def reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> Reduce:
+    what = f"T.reduce_{kind}"
+    assert kind in REDUCE_KINDS
+    s, d = to_region(src, f"{what} source"), to_region(dst, f"{what} destination")
+    for r in (s, d):
+        if r.buffer.scope == "global":
+            raise ScopeError(f"{what}: '{r.buffer.name}' is in global memory; reductions work on "
+                             "fragments or shared memory", hint="T.copy the tile into a fragment first")
+    shape = s.extents
+    k = _norm_dim(dim, len(shape), what)
+    want = shape[:k] + shape[k + 1:]
+    got = d.extents
+    keep = shape[:k] + (1,) + shape[k + 1:]
+    if not (same_shape(tuple(want), tuple(got)) or same_shape(tuple(keep), tuple(got))
+            or same_shape(tuple(e for e in want if e != 1), d.tile_shape())):
+        raise ShapeError(f"{what}: reducing {shape_str(shape)} along dim {k} gives {shape_str(want)}, "
+                         f"but the destination '{d.buffer.name}' has shape {shape_str(got)}")
+    return Reduce(kind, s, d, k, bool(clear))
+
+
+def cumsum(src: Any, dst: Any, dim: Any, reverse: bool) -> CumSum:
+    s = to_region(src, "T.cumsum source")
+    d = to_region(dst if dst is not None else src, "T.cumsum destination")
+    if not same_shape(s.extents, d.extents):
+        raise ShapeError(f"T.cumsum: source {shape_str(s.extents)} and destination "
+                         f"{shape_str(d.extents)} differ")
+    return CumSum(s, d, _norm_dim(dim, len(s.extents), "T.cumsum"), bool(reverse))
+
+
+def fill(dst: Any, value: Any) -> Fill:
+    d = to_region(dst, "T.fill destination", like=None) if not isinstance(dst, BufferLoad) else None
+    if d is None:
+        raise KernelTypeError("T.fill: give a buffer or a slice region, not a single element")
+    return Fill(d, as_expr(value, like=d.dtype))
+
+
+def atomic(kind: str, dst: Any, value: Any) -> Atomic:
+    what = f"T.atomic_{kind}"
+    if isinstance(value, (Buffer, BufferRegion)):
+        v = to_region(value, f"{what} value")
+        d = to_region(dst, f"{what} destination", like=v)
+        if not same_shape(v.tile_shape(), d.tile_shape()):
+            raise ShapeError(f"{what}: value tile {shape_str(v.tile_shape())} does not match "
+                             f"destination tile {shape_str(d.tile_shape())}")
+        return Atomic(kind, d, v)
+    if isinstance(dst, BufferLoad):
+        d = BufferRegion(dst.buffer, tuple((i, 1) for i in dst.indices))
+    else:
+        d = to_region(dst, f"{what} destination")
+    return Atomic(kind, d, as_expr(value, like=d.dtype))
+
+
+def tile_shape_arg(shape: Any, what: str) -> tuple[int, ...]:
+    """A static tile shape from an int or a sequence of ints (possibly constant expressions)."""
+    if isinstance(shape, (int, Expr)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise KernelTypeError(f"{what}: shape must be an int or a tuple of ints, got {shape!r}")
+    out = []
+    for d in shape:
+        if isinstance(d, Expr):
+            d = simplify(d)
+            if isinstance(d, Const):
+                d = d.value
+        if isinstance(d, Expr) or not isinstance(d, int) or isinstance(d, bool):
+            raise ShapeError(
+                f"{what}: tile shapes must be compile-time constants, but dimension {d} is only known "
+                "when the kernel runs", hint="use a constant tile size and guard the tail, "
+                "or pass the size as a compile-time argument")
+        if d <= 0:
+            raise ShapeError(f"{what}: dimensions must be positive, got {shape_str(tuple(shape))}")
+        out.append(int(d))
+    return tuple(out)
+
+
+def store_value(buf: Buffer, value: Any) -> Expr:
+    """The value stored into ``buf``, converted to its dtype."""
+    from tegula.ir.expr import cast
+
+    if isinstance(value, (Buffer, BufferRegion)) and not (isinstance(value, Buffer) and value.scope == "local.var"):
+        raise KernelTypeError(f"cannot store {describe(value)} into one element of '{buf.name}'",
+                              hint="use T.copy to move tiles")
+    return cast(buf.dtype, as_expr(value, like=buf.dtype))
+
+
+def index_list(buf: Buffer, key: Any) -> tuple[Expr, ...]:
+    if not isinstance(key, tuple):
+        key = (key,)
+    if buf.scope == "local.var" and len(key) == 1:
+        return (const(0),) if not isinstance(key[0], slice) else (const(0),)
+    if any(isinstance(k, slice) for k in key):
+        raise KernelTypeError(f"cannot assign to a slice of '{buf.name}'",
+                              hint="use T.copy, T.fill, or a T.Parallel loop")
+    if len(key) != buf.ndim:
+        raise ShapeError(f"buffer '{buf.name}' has {buf.ndim} dimension(s) but is indexed with {len(key)}")
+    out = []
+    for k in key:
+        e = as_expr(k)
+        if not (e.dtype.is_int):
+            raise DTypeError(f"index into '{buf.name}' must be an integer, got {e.dtype}")
+        out.append(e)
+    return tuple(out)
+
+
+def check_dtype(x: Any, what: str) -> dt.DType:
+    try:
+        return dt.as_dtype(x)
+    except (TypeError, ValueError) as e:
+        raise DTypeError(f"{what}: {e}") from None
