@@ -1,0 +1,24 @@
+"""The CPU target: a kernel 'built' for the interpreter is its IR, run with numpy."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from tegula.ir.stmt import PrimFunc
+from tegula.runtime.args import to_numpy
+from tegula.target import Target, register
+
+
+class InterpArtifact:
+    def __init__(self, func: PrimFunc):
+        self.func = func
+        self.source = func.script()
+
+    def run(self, args: Sequence[Any]) -> None:
+        from tegula.backends.interp import execute
+
+        execute(self.func, [to_numpy(a) if hasattr(a, "shape") else a for a in args])
+
+
+@register("cpu")
+def build(func: PrimFunc, target: Target, pass_configs: dict) -> InterpArtifact:
+    return InterpArtifact(func)

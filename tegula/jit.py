@@ -1,0 +1,164 @@
+"""``tegula.jit`` and ``tegula.compile``: from a kernel function to a callable :class:`JITKernel`.
+
+Two styles, as in TileLang:
+
+- **lazy**: ``@tegula.jit(out_idx=[-1])`` on a factory that returns a ``@T.prim_func``. Calling the
+  factory builds (once per distinct argument tuple) and returns a ``JITKernel``.
+- **eager**: ``@tegula.jit`` on a function whose body declares its tensors (``A: T.Tensor(...)``),
+  allocates outputs with ``T.empty`` and returns them. Calling it with tensors compiles a version
+  specialized on the non-tensor arguments and on the ``T.const`` shape symbols, runs it and returns
+  the outputs; ``f.compile(M=..., block_M=...)`` builds a ``JITKernel`` ahead of time.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tegula.errors import ArgumentError, KernelTypeError
+from tegula.ir.buffer import Buffer
+from tegula.ir.stmt import PrimFunc
+from tegula.language.parser import Source
+from tegula.language.prim_func import tensor_params, trace_eager
+from tegula.runtime import args as A
+from tegula.runtime.kernel import JITKernel
+
+
+def compile(func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None, target: Any = "auto",
+            pass_configs: Optional[dict] = None, execution_backend: Any = None,
+            verbose: bool = False, target_host: Any = None) -> JITKernel:
+    """Build ``func`` for ``target``; ``out_idx`` names the parameters the kernel allocates."""
+    if not isinstance(func, PrimFunc):
+        raise KernelTypeError(f"tegula.compile takes a @T.prim_func, got {type(func).__name__}",
+                              hint="decorate the kernel function with @T.prim_func")
+    return JITKernel(func, out_idx, target, pass_configs)
+
+
+def _is_eager(func: Callable) -> bool:
+    src = Source.of(func)
+    return any(isinstance(n, ast.With) for n in src.tree.body) or bool(tensor_params(func))
+
+
+def _freeze(x: Any) -> Any:
+    """A hashable key for a compile-time argument."""
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__,) + tuple(_freeze(v) for v in x)
+    if isinstance(x, dict):
+        return ("dict",) + tuple(sorted((k, _freeze(v)) for k, v in x.items()))
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        return ("id", id(x))
+
+
+class JITFunction:
+    """What ``@tegula.jit`` returns; see the module docstring for the two styles."""
+
+    def __init__(self, func: Callable, out_idx: Any, target: Any, pass_configs: Optional[dict]):
+        self.func = func
+        self.out_idx = out_idx
+        self.target = target
+        self.pass_configs = pass_configs
+        self.eager = _is_eager(func)
+        self.signature = inspect.signature(func)
+        self.tensor_names = tensor_params(func) if self.eager else []
+        self._cache: dict = {}
+        functools.update_wrapper(self, func)
+
+    # -- lazy ---------------------------------------------------------------------------------
+    def _lazy(self, args: tuple, kwargs: dict) -> JITKernel:
+        key = (_freeze(args), _freeze(kwargs))
+        k = self._cache.get(key)
+        if k is None:
+            prim = self.func(*args, **kwargs)
+            if not isinstance(prim, PrimFunc):
+                raise KernelTypeError(
+                    f"@tegula.jit factory '{self.func.__name__}' returned {type(prim).__name__}, "
+                    "not a @T.prim_func", hint="return the @T.prim_func defined inside the factory")
+            k = JITKernel(prim, self.out_idx, self.target, self.pass_configs)
+            self._cache[key] = k
+        return k
+
+    # -- eager --------------------------------------------------------------------------------
+    def _split(self, args: tuple, kwargs: dict) -> tuple[dict, dict]:
+        try:
+            ba = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{self.func.__name__}(): {e}") from None
+        ba.apply_defaults()
+        tensors = {n: ba.arguments[n] for n in self.tensor_names if n in ba.arguments}
+        others = {n: v for n, v in ba.arguments.items() if n not in self.tensor_names}
+        for n, v in others.items():
+            if A.is_tensor_like(v):
+                raise ArgumentError(f"argument '{n}' is a tensor, but the body does not declare it",
+                                    hint=f"add `{n}: T.Tensor(shape, dtype)` at the top of the body")
+        return tensors, others
+
+    def _eager_kernel(self, tensors: dict, others: dict, consts: dict) -> JITKernel:
+        for n, t in tensors.items():
+            if not A.is_tensor_like(t):
+                raise ArgumentError(f"argument '{n}': expected a tensor, got {type(t).__name__}")
+        key = (_freeze(others), _freeze(consts),
+               tuple((n, str(t.dtype), len(t.shape)) for n, t in tensors.items()))
+        for constraints, kernel in self._cache.get(key, ()):
+            if all(int(tensors[n].shape[d]) == v for (n, d), v in constraints.items()):
+                return kernel
+        info = {n: (tuple(int(s) for s in t.shape), str(t.dtype)) for n, t in tensors.items()}
+        tr = trace_eager(self.func, others, info, consts)
+        kernel = JITKernel(tr.func, tr.out_idx, self.target, self.pass_configs)
+        constraints = {}
+        for p in tr.func.params:
+            if isinstance(p, Buffer) and p.name in tensors:
+                for d, ext in enumerate(p.shape):
+                    if isinstance(ext, int):
+                        constraints[(p.name, d)] = ext
+        self._cache.setdefault(key, []).append((constraints, kernel))
+        return kernel
+
+    def compile(self, **kwargs: Any) -> JITKernel:
+        """Eager style: build ahead of time from non-tensor arguments and ``T.const`` values."""
+        if not self.eager:
+            return self._lazy((), kwargs)
+        params = self.signature.parameters
+        others, consts = {}, {}
+        for n, v in kwargs.items():
+            if n in self.tensor_names:
+                raise ArgumentError(f"compile(): '{n}' is a tensor parameter; give shape symbols instead")
+            (others if n in params else consts)[n] = v
+        for n, p in params.items():
+            if n not in self.tensor_names and n not in others:
+                if p.default is inspect.Parameter.empty:
+                    raise ArgumentError(f"compile(): missing a value for parameter '{n}'")
+                others[n] = p.default
+        key = ("compiled", _freeze(others), _freeze(consts))
+        k = self._cache.get(key)
+        if k is None:
+            tr = trace_eager(self.func, others, {n: None for n in self.tensor_names}, consts)
+            k = JITKernel(tr.func, tr.out_idx, self.target, self.pass_configs)
+            self._cache[key] = k
+        return k
+
+    def get_tir(self, *args: Any, **kwargs: Any) -> PrimFunc:
+        """The PrimFunc for these arguments (eager: tensors may be passed as for a call)."""
+        if not self.eager:
+            return self._lazy(args, kwargs).func
+        tensors, others = self._split(args, kwargs)
+        return self._eager_kernel(tensors, others, {}).func
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.eager:
+            return self._lazy(args, kwargs)
+        tensors, others = self._split(args, kwargs)
+        kernel = self._eager_kernel(tensors, others, {})
+        return kernel(*[tensors[n] for n in self.tensor_names])
+
+
+def jit(func: Optional[Callable] = None, *, out_idx: Union[None, int, Sequence[int]] = None,
+        target: Any = "auto", pass_configs: Optional[dict] = None, execution_backend: Any = None,
+        verbose: bool = False, debug_root_path: Any = None, target_host: Any = None) -> Any:
+    """Decorator, with or without arguments: ``@tegula.jit`` or ``@tegula.jit(out_idx=[-1])``."""
+    if func is None:
+        return lambda f: JITFunction(f, out_idx, target, pass_configs)
+    return JITFunction(func, out_idx, target, pass_configs)

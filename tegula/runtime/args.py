@@ -1,0 +1,216 @@
+"""Binding call arguments to a kernel's parameters.
+
+Every argument is checked before anything runs: kind (tensor or scalar), dtype, number of
+dimensions, shape (binding dynamic dimensions), device and contiguity. A mismatch raises
+:class:`~tegula.errors.ArgumentError` naming the parameter, what was expected and what came.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from tegula.errors import ArgumentError
+from tegula.ir import dtype as dt
+from tegula.ir.buffer import Buffer
+from tegula.ir import expr as E
+from tegula.ir.expr import Var
+from tegula.ir.stmt import PrimFunc
+
+
+def is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def is_tensor_like(x: Any) -> bool:
+    return isinstance(x, np.ndarray) or is_torch(x) or hasattr(x, "__cuda_array_interface__") \
+        or hasattr(x, "__dlpack__")
+
+
+def tensor_dtype(x: Any) -> dt.DType:
+    return dt.as_dtype(x.dtype)
+
+
+def device_of(x: Any) -> str:
+    if is_torch(x):
+        return str(x.device)
+    if hasattr(x, "__cuda_array_interface__"):
+        return "cuda"
+    return "cpu"
+
+
+def is_contiguous(x: Any) -> bool:
+    if is_torch(x):
+        return bool(x.is_contiguous())
+    if isinstance(x, np.ndarray):
+        return bool(x.flags.c_contiguous)
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is not None:
+        return cai.get("strides") is None
+    return True
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A numpy view of a CPU tensor (no copy), for dtypes numpy lacks too (bfloat16, fp8)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if is_torch(x):
+        d = tensor_dtype(x)
+        if d.name in ("bfloat16",):
+            import torch
+
+            return x.view(torch.int16).numpy().view(d.np)
+        if d.name.startswith("float8"):
+            import torch
+
+            return x.view(torch.uint8).numpy().view(d.np)
+        return x.numpy()
+    return np.asarray(x)
+
+
+@dataclass
+class Bound:
+    """Arguments after binding: one array or scalar per parameter, and the dynamic dims."""
+
+    values: list
+    dyn: dict           # Var -> int
+    like_torch: Optional[Any]  # a torch tensor among the inputs (outputs follow its kind/device)
+
+
+def _shape_str(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+_HOST_OPS = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min, "max": max,
+    "div": lambda a, b: int(a / b), "truncdiv": lambda a, b: int(a / b),
+}
+
+
+def eval_dim(d: Any, dyn: dict) -> int:
+    """The value of a shape expression given the dynamic dimensions bound so far."""
+    if isinstance(d, int):
+        return d
+    if isinstance(d, Var):
+        if d not in dyn:
+            raise ArgumentError(f"dimension '{d.name}' is not bound by any argument")
+        return int(dyn[d])
+    if isinstance(d, E.Const):
+        return int(d.value)
+    if isinstance(d, E.BinOp) and d.op in _HOST_OPS:
+        return int(_HOST_OPS[d.op](eval_dim(d.a, dyn), eval_dim(d.b, dyn)))
+    if isinstance(d, E.Cast):
+        return eval_dim(d.value, dyn)
+    raise ArgumentError(f"cannot evaluate the shape expression {d} on the host")
+
+
+def bind(func: PrimFunc, inputs: Sequence[int], args: Sequence[Any], device: str) -> Bound:
+    """Check ``args`` against the parameters at positions ``inputs`` and bind dynamic dims.
+
+    ``device`` is where the kernel runs ("cpu" or "cuda"). Outputs (the other parameters) are
+    left as None in ``values``.
+    """
+    params = func.params
+    names = [p.name for p in params]
+    if len(args) != len(inputs):
+        want = ", ".join(names[i] for i in inputs)
+        if len(args) < len(inputs):
+            missing = ", ".join(f"'{names[i]}'" for i in inputs[len(args):])
+            raise ArgumentError(f"{func.name}() takes {len(inputs)} argument(s) ({want}), got {len(args)}: "
+                                f"missing {missing}")
+        raise ArgumentError(f"{func.name}() takes {len(inputs)} argument(s) ({want}), got {len(args)}")
+    values: list = [None] * len(params)
+    dyn: dict = {}
+    like_torch = None
+    # first bind dynamic dims that appear bare in some shape, then check every shape
+    for pos, arg in zip(inputs, args):
+        p = params[pos]
+        if isinstance(p, Var):
+            values[pos] = _scalar(p, arg)
+            dyn[p] = values[pos]
+            continue
+        _check_tensor(p, arg, device)
+        if like_torch is None and is_torch(arg):
+            like_torch = arg
+        for k, d in enumerate(p.shape):
+            if isinstance(d, Var):
+                actual = int(arg.shape[k])
+                if d in dyn and dyn[d] != actual:
+                    raise ArgumentError(
+                        f"argument '{p.name}': dimension {k} is '{d.name}' = {actual}, but '{d.name}' "
+                        f"is {dyn[d]} from an earlier argument")
+                dyn[d] = actual
+        values[pos] = arg
+    for pos, arg in zip(inputs, args):
+        p = params[pos]
+        if isinstance(p, Buffer):
+            want = tuple(eval_dim(d, dyn) for d in p.shape)
+            got = tuple(int(s) for s in arg.shape)
+            if want != got:
+                raise ArgumentError(f"argument '{p.name}': expected shape {_shape_str(p.shape)} = "
+                                    f"{_shape_str(want)}, got {_shape_str(got)}")
+    return Bound(values, dyn, like_torch)
+
+
+def _scalar(p: Var, arg: Any) -> Any:
+    if is_tensor_like(arg) and getattr(arg, "ndim", 1) != 0:
+        raise ArgumentError(f"argument '{p.name}': expected a scalar {p.dtype}, got a tensor")
+    if hasattr(arg, "item"):
+        arg = arg.item()
+    if p.dtype.is_float and isinstance(arg, (int, float)) and not isinstance(arg, bool):
+        return float(arg)
+    if p.dtype.is_int and isinstance(arg, int) and not isinstance(arg, bool):
+        info = np.iinfo(p.dtype.np)
+        if not info.min <= arg <= info.max:
+            raise ArgumentError(f"argument '{p.name}': {arg} does not fit in {p.dtype}")
+        return int(arg)
+    if p.dtype.is_bool and isinstance(arg, (bool, np.bool_)):
+        return bool(arg)
+    raise ArgumentError(f"argument '{p.name}': expected a scalar {p.dtype}, got {type(arg).__name__} {arg!r}")
+
+
+def _check_tensor(p: Buffer, arg: Any, device: str) -> None:
+    if not is_tensor_like(arg):
+        raise ArgumentError(f"argument '{p.name}': expected a tensor of dtype {p.dtype} and shape "
+                            f"{_shape_str(p.shape)}, got {type(arg).__name__}")
+    try:
+        d = tensor_dtype(arg)
+    except (TypeError, ValueError):
+        raise ArgumentError(f"argument '{p.name}': dtype {arg.dtype} is not supported") from None
+    if d != p.dtype:
+        raise ArgumentError(f"argument '{p.name}': expected dtype {p.dtype}, got {d}")
+    ndim = len(arg.shape)
+    if ndim != p.ndim:
+        raise ArgumentError(f"argument '{p.name}': expected {p.ndim} dimension(s) "
+                            f"{_shape_str(p.shape)}, got {ndim} {_shape_str(tuple(arg.shape))}")
+    for k, want in enumerate(p.shape):
+        if isinstance(want, int) and int(arg.shape[k]) != want:
+            raise ArgumentError(f"argument '{p.name}': expected shape {_shape_str(p.shape)}, got "
+                                f"{_shape_str(tuple(arg.shape))} (dimension {k} is {arg.shape[k]}, not {want})")
+    dev = device_of(arg)
+    if not dev.startswith(device):
+        raise ArgumentError(f"argument '{p.name}': the tensor is on {dev} but the kernel runs on {device}",
+                            hint=f"move it with .to('{device}')" if is_torch(arg) else None)
+    if not is_contiguous(arg):
+        raise ArgumentError(f"argument '{p.name}': the tensor is not contiguous",
+                            hint="call .contiguous() on it first")
+
+
+def alloc_output(p: Buffer, dyn: dict, like_torch: Any, device: str) -> Any:
+    shape = tuple(eval_dim(d, dyn) for d in p.shape)
+    if like_torch is not None or device != "cpu":
+        import torch
+
+        tdt = _torch_dtype(p.dtype)
+        dev = like_torch.device if like_torch is not None else device
+        return torch.empty(shape, dtype=tdt, device=dev)
+    return np.empty(shape, dtype=p.dtype.np)
+
+
+def _torch_dtype(d: dt.DType) -> Any:
+    import torch
+
+    name = {"float8_e4m3": "float8_e4m3fn", "bool": "bool"}.get(d.name, d.name)
+    return getattr(torch, name)

@@ -1,0 +1,78 @@
+"""``JITKernel``: a kernel built for one target, callable with tensors."""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Union
+
+from tegula.errors import ConfigError
+from tegula.ir.buffer import Buffer
+from tegula.ir.stmt import PrimFunc
+from tegula.runtime import args as A
+from tegula.target import Target, builder_for, parse_target
+
+
+def normalize_out_idx(out_idx: Union[None, int, Sequence[int]], n_params: int) -> list[int]:
+    """Non-negative parameter positions of the outputs (negative indices count from the end)."""
+    if out_idx is None:
+        return []
+    idx = [out_idx] if isinstance(out_idx, int) else list(out_idx)
+    out = []
+    for i in idx:
+        if not isinstance(i, int) or isinstance(i, bool) or not -n_params <= i < n_params:
+            raise ConfigError(f"out_idx {out_idx!r}: {i!r} is not a parameter index "
+                              f"(the kernel has {n_params} parameters)")
+        out.append(i % n_params)
+    if len(set(out)) != len(out):
+        raise ConfigError(f"out_idx {out_idx!r} names a parameter twice")
+    return out
+
+
+class JITKernel:
+    """A compiled kernel.
+
+    Call it with the input tensors (every parameter not in ``out_idx``) in order; it allocates
+    the outputs, runs, and returns them (one tensor, a tuple, or None). Inputs may be torch
+    tensors or numpy arrays; outputs are of the same kind.
+    """
+
+    def __init__(self, func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None,
+                 target: Any = "auto", pass_configs: Optional[dict] = None):
+        from tegula.passconfig import check_pass_configs
+
+        self.func = func
+        self.prim_func = func
+        self.target: Target = parse_target(target)
+        self.pass_configs = check_pass_configs(pass_configs)
+        self.out_idx = normalize_out_idx(out_idx, len(func.params))
+        for i in self.out_idx:
+            if not isinstance(func.params[i], Buffer):
+                raise ConfigError(f"out_idx names parameter '{func.params[i].name}', which is a scalar")
+        self.inputs = [i for i in range(len(func.params)) if i not in self.out_idx]
+        self.artifact = builder_for(self.target)(func, self.target, self.pass_configs)
+        self.device = "cpu" if self.target.kind in ("cpu", "cuda-emu") else "cuda"
+
+    @property
+    def params(self) -> tuple:
+        return self.func.params
+
+    def __call__(self, *args: Any, stream: Any = None) -> Any:
+        bound = A.bind(self.func, self.inputs, args, self.device)
+        values = bound.values
+        for i in self.out_idx:
+            values[i] = A.alloc_output(self.func.params[i], bound.dyn, bound.like_torch, self.device)
+        self.artifact.run(values)
+        outs = [values[i] for i in self.out_idx]
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def get_kernel_source(self) -> str:
+        """The code this kernel runs: printed IR on the CPU, CUDA C++ on a GPU."""
+        return self.artifact.source
+
+    def get_profiler(self, tensor_supply_type: Any = None, dynamic: Optional[dict] = None) -> Any:
+        from tegula.runtime.profiler import Profiler
+
+        return Profiler(self, dynamic or {})
+
+    def __repr__(self) -> str:
+        return f"<JITKernel {self.func.name} target={self.target}>"

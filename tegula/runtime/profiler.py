@@ -1,0 +1,139 @@
+"""``kernel.get_profiler()``: check a kernel against a reference and time it."""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from tegula.errors import ArgumentError
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Var
+from tegula.runtime import args as A
+
+
+def random_tensor(p: Buffer, shape: tuple, rng: np.random.Generator, use_torch: bool, device: str) -> Any:
+    """Fresh random values of the parameter's dtype: normal floats, small ints, random bools."""
+    d = p.dtype
+    if d.is_float:
+        data = rng.standard_normal(shape).astype(np.float32)
+        arr = data.astype(d.np)
+    elif d.is_bool:
+        arr = rng.integers(0, 2, shape).astype(np.bool_)
+    else:
+        lo, hi = (0, 8) if d.kind == "uint" else (-8, 8)
+        arr = rng.integers(lo, hi, shape).astype(d.np)
+    if not use_torch:
+        return arr
+    import torch
+
+    if d.name == "bfloat16":
+        t = torch.from_numpy(arr.view(np.int16).copy()).view(torch.bfloat16)
+    elif d.name.startswith("float8"):
+        t = torch.from_numpy(arr.view(np.uint8).copy()).view(A._torch_dtype(d))
+    else:
+        t = torch.from_numpy(np.ascontiguousarray(arr))
+    return t.to(device)
+
+
+class Profiler:
+    """Generates inputs for a kernel, compares it with a reference and times it."""
+
+    def __init__(self, kernel: Any, dynamic: dict, seed: Optional[int] = None):
+        self.kernel = kernel
+        self.dynamic = dynamic
+        self.rng = np.random.default_rng(seed)
+        try:
+            import torch  # noqa: F401
+
+            self.use_torch = True
+        except ImportError:
+            self.use_torch = kernel.device != "cpu"
+
+    def _dyn_value(self, v: Var) -> int:
+        if v.name in self.dynamic:
+            return int(self.dynamic[v.name])
+        return 256
+
+    def make_inputs(self) -> list:
+        """Random inputs for every non-output parameter (dynamic dims: ``dynamic`` or 256)."""
+        func = self.kernel.func
+        dyn = {v: self._dyn_value(v) for v in func.dynamic_vars()}
+        out = []
+        for i in self.kernel.inputs:
+            p = func.params[i]
+            if isinstance(p, Var):
+                if p in dyn:
+                    out.append(dyn[p])
+                    continue
+                raise ArgumentError(f"the profiler cannot invent scalar argument '{p.name}'",
+                                    hint="pass input_tensors= to do_bench / assert_allclose")
+            shape = tuple(A.eval_dim(d, dyn) for d in p.shape)
+            out.append(random_tensor(p, shape, self.rng, self.use_torch, self.kernel.device))
+        return out
+
+    def assert_allclose(self, reference_program: Callable, rtol: float = 1e-2, atol: float = 1e-2,
+                        input_tensors: Optional[Sequence[Any]] = None, max_mismatched_ratio: float = 0.0) -> None:
+        """Run kernel and reference on the same random inputs; raise AssertionError on mismatch."""
+        ins = list(input_tensors) if input_tensors is not None else self.make_inputs()
+        got = self.kernel(*ins)
+        want = reference_program(*ins)
+        gots = got if isinstance(got, tuple) else (got,)
+        wants = want if isinstance(want, (tuple, list)) else (want,)
+        if len(gots) != len(wants):
+            raise AssertionError(f"the kernel returned {len(gots)} output(s), the reference {len(wants)}")
+        for k, (g, w) in enumerate(zip(gots, wants)):
+            g64, w64 = _as_f64(g), _as_f64(w)
+            if g64.shape != w64.shape:
+                raise AssertionError(f"output {k}: shape {g64.shape} vs reference {w64.shape}")
+            bad = ~np.isclose(g64, w64, rtol=rtol, atol=atol, equal_nan=True)
+            if bad.mean() > max_mismatched_ratio:
+                idx = np.unravel_index(np.argmax(np.abs(g64 - w64) * bad), g64.shape)
+                raise AssertionError(
+                    f"output {k}: {int(bad.sum())} of {bad.size} elements differ beyond rtol={rtol}, "
+                    f"atol={atol}; e.g. at {tuple(int(i) for i in idx)}: kernel {g64[idx]} vs reference {w64[idx]}")
+
+    def do_bench(self, func: Optional[Callable] = None, warmup: float = 25, rep: float = 100,
+                 n_warmup: int = 0, n_repeat: int = 0, input_tensors: Optional[Sequence[Any]] = None,
+                 **_: Any) -> float:
+        """Median time in milliseconds. ``warmup`` and ``rep`` are time budgets in ms (at least one run
+        each); ``n_warmup`` / ``n_repeat`` fix the counts instead."""
+        ins = list(input_tensors) if input_tensors is not None else self.make_inputs()
+        fn = (lambda: func(*ins)) if func is not None else (lambda: self.kernel(*ins))
+        sync = _synchronizer(self.kernel.device)
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        first = (time.perf_counter() - t0) * 1e3
+        nw = n_warmup or max(0, int(warmup / max(first, 1e-3)) - 1)
+        for _ in range(min(nw, 1000)):
+            fn()
+        sync()
+        nr = n_repeat or max(1, int(rep / max(first, 1e-3)))
+        times = []
+        for _ in range(min(nr, 10000)):
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+
+def _synchronizer(device: str) -> Callable[[], None]:
+    if device == "cpu":
+        return lambda: None
+    import torch
+
+    return torch.cuda.synchronize
+
+
+def _as_f64(x: Any) -> np.ndarray:
+    if A.is_torch(x):
+        x = x.detach().cpu()
+        import torch
+
+        if x.dtype in (torch.bfloat16, torch.float16) or "float8" in str(x.dtype):
+            x = x.float()
+        return x.double().numpy() if x.dtype != torch.bool else x.numpy().astype(np.float64)
+    return np.asarray(x).astype(np.float64)

@@ -1,0 +1,101 @@
+"""Targets and the backends that build kernels for them.
+
+A target string is ``"cpu"`` (the interpreter), ``"cuda"`` / ``"cuda:sm_80"`` / ``"cuda:sm_90a"``
+(the CUDA backend), ``"cuda-emu"`` (the thread-level emulator) or ``"auto"`` (CUDA when a GPU and
+the CUDA backend are present, else CPU). Backends register a builder with :func:`register`.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol, Sequence
+
+from tegula import config
+from tegula.errors import ConfigError, UnsupportedError
+from tegula.ir.stmt import PrimFunc
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str                  # "cpu", "cuda", "cuda-emu"
+    arch: Optional[str] = None  # "sm_80", "sm_90a", ...
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.arch}" if self.arch else self.kind
+
+
+class Artifact(Protocol):
+    """What a backend builds: runnable, with the source a user can read."""
+
+    source: str
+
+    def run(self, args: Sequence[Any]) -> None: ...
+
+
+Builder = Callable[[PrimFunc, Target, dict], Artifact]
+_BUILDERS: dict[str, Builder] = {}
+
+
+def register(kind: str) -> Callable[[Builder], Builder]:
+    def deco(fn: Builder) -> Builder:
+        _BUILDERS[kind] = fn
+        return fn
+
+    return deco
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_available() -> bool:
+    """True when a CUDA GPU can be used from this process."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return True
+    except ImportError:
+        pass
+    try:
+        from cuda.bindings import driver  # type: ignore[import-not-found]
+
+        (err,) = driver.cuInit(0)
+        if int(err) != 0:
+            return False
+        err, n = driver.cuDeviceGetCount()
+        return int(err) == 0 and n > 0
+    except Exception:
+        return False
+
+
+def _load_backends() -> None:
+    import tegula.backends.interp.jit  # noqa: F401  (registers "cpu")
+    try:
+        import tegula.backends.cuda.jit  # noqa: F401  (registers "cuda")
+    except ImportError:
+        pass
+
+
+def parse_target(target: Any) -> Target:
+    """A ``Target`` from a string; ``"auto"`` resolves to CUDA or CPU here."""
+    if isinstance(target, Target):
+        return target
+    if target is None:
+        target = config.get().default_target
+    if not isinstance(target, str):
+        raise ConfigError(f"target must be a string like 'cpu' or 'cuda:sm_90a', got {target!r}")
+    _load_backends()
+    t = target.strip().lower()
+    if t == "auto":
+        return Target("cuda") if "cuda" in _BUILDERS and gpu_available() else Target("cpu")
+    kind, _, arch = t.partition(":")
+    if kind in ("c", "llvm", "host"):
+        kind = "cpu"
+    if kind not in ("cpu", "cuda", "cuda-emu"):
+        raise ConfigError(f"unknown target {target!r}; expected 'auto', 'cpu', 'cuda', 'cuda:sm_XX' or 'cuda-emu'")
+    return Target(kind, arch or None)
+
+
+def builder_for(target: Target) -> Builder:
+    _load_backends()
+    if target.kind not in _BUILDERS:
+        raise UnsupportedError(f"the {target.kind} backend is not available in this installation")
+    return _BUILDERS[target.kind]
