@@ -71,6 +71,10 @@ class ScopeError(TegulaError):
     """A buffer used in a way its memory scope does not allow (e.g. a fragment outside T.Parallel)."""
 
 
+class OutOfBoundsError(TegulaError, IndexError):
+    """An element access outside a buffer's bounds, found while running a kernel."""
+
+
 class LayoutError(TegulaError):
     """Layouts that conflict or cannot be inferred."""
 

@@ -1,0 +1,322 @@
+"""Statement rules: control flow, element stores, let-bindings and kernel launches."""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from tegula.errors import KernelSyntaxError, ScopeError, UnsupportedError
+from tegula.ir.stmt import (Break, BufferStore, Continue, Evaluate, For, IfThenElse, Kernel,
+                            LetStmt, SeqStmt, Stmt, While)
+from tegula.backends.interp.context import (MASK, BreakSignal, ContinueSignal, Ctx, ParVar,
+                                            StmtFn, compile_expr, compile_stmt, dim_value,
+                                            np_scalar, poison, stmt_rule)
+from tegula.backends.interp.exprs import out_of_bounds
+
+# Key of the env slot holding the current block index (for T.print).
+BLOCK_INDEX = object()
+
+
+def _nop(env: list) -> None:
+    return None
+
+
+@stmt_rule(SeqStmt)
+def _seq(s: SeqStmt, ctx: Ctx) -> StmtFn:
+    fns = tuple(compile_stmt(x, ctx) for x in s.stmts)  # in order: lets mark later uses
+    if not fns:
+        return _nop
+    if len(fns) == 1:
+        return fns[0]
+
+    def run(env: list) -> None:
+        for f in fns:
+            f(env)
+    return run
+
+
+@stmt_rule(Evaluate)
+def _evaluate(s: Evaluate, ctx: Ctx) -> StmtFn:
+    f = compile_expr(s.value, ctx).fn
+
+    def run(env: list) -> None:
+        f(env)
+    return run
+
+
+@stmt_rule(LetStmt)
+def _let(s: LetStmt, ctx: Ctx) -> StmtFn:
+    v = compile_expr(s.value, ctx)
+    slot = ctx.slot(s.var)
+    f = v.fn
+    if v.vec:
+        ctx.vec_vars.add(id(s.var))
+
+        def let_vec(env: list) -> None:
+            x = f(env)
+            env[slot] = x.copy() if isinstance(x, np.ndarray) else x  # not a view of a buffer
+        return let_vec
+    ctx.vec_vars.discard(id(s.var))
+
+    def let(env: list) -> None:
+        env[slot] = f(env)
+    return let
+
+
+def _scalar(e: Any, ctx: Ctx, what: str, node: Any) -> Any:
+    ce = compile_expr(e, ctx)
+    if ce.vec:
+        raise UnsupportedError(f"{what} that varies over the lanes of a T.Parallel loop is not "
+                               "supported", node.span)
+    return ce.fn
+
+
+def _par_depth(s: Any) -> int:
+    """How deeply parallel loops nest inside ``s`` (counting ``s`` itself)."""
+    if isinstance(s, For):
+        return (s.kind == "parallel") + _par_depth(s.body)
+    if isinstance(s, SeqStmt):
+        return max((_par_depth(x) for x in s.stmts), default=0)
+    if isinstance(s, IfThenElse):
+        return max(_par_depth(s.then), _par_depth(s.else_) if s.else_ is not None else 0)
+    if isinstance(s, While):
+        return _par_depth(s.body)
+    return 0
+
+
+@stmt_rule(For)
+def _for(s: For, ctx: Ctx) -> StmtFn:
+    if s.kind == "parallel":
+        return _parallel_for(s, ctx)
+    start = _scalar(s.start, ctx, "a loop start", s)
+    extent = dim_value(s.extent, ctx) if isinstance(s.extent, int) else \
+        _int_fn(_scalar(s.extent, ctx, "a loop extent", s))
+    slot = ctx.slot(s.var)
+    step = s.step
+    npt = s.var.dtype.np
+    inner = ctx.child(loop_ok=True, flags={})
+    inner.vec_vars.discard(id(s.var))
+    inner.par_vars.pop(id(s.var), None)
+    body = compile_stmt(s.body, inner)
+    if inner.flags:
+        def loop_jumps(env: list) -> None:
+            b = int(start(env))
+            for v in np.arange(b, b + extent(env) * step, step, dtype=npt):
+                env[slot] = v
+                try:
+                    body(env)
+                except ContinueSignal:
+                    continue
+                except BreakSignal:
+                    break
+        return loop_jumps
+
+    def loop(env: list) -> None:
+        b = int(start(env))
+        for v in np.arange(b, b + extent(env) * step, step, dtype=npt):
+            env[slot] = v
+            body(env)
+    return loop
+
+
+def _int_fn(f: Any) -> Any:
+    return lambda env: int(f(env))
+
+
+def _parallel_for(s: For, ctx: Ctx) -> StmtFn:
+    top = not ctx.in_parallel
+    if top:
+        ctx = ctx.child(in_parallel=True, ndim=_par_depth(s), depth=0, loop_ok=False,
+                        masked=False, flags={})
+    axis = ctx.depth
+    shape = [1] * ctx.ndim
+    start_c = compile_expr(s.start, ctx)
+    if start_c.vec:
+        raise UnsupportedError("a T.Parallel loop whose start varies over outer lanes", s.span)
+    const_start = int(s.start.value) if hasattr(s.start, "value") else None
+    const_ext = s.extent if isinstance(s.extent, int) else None
+    step = s.step
+    npt = s.var.dtype.np
+    slot = ctx.slot(s.var)
+    inner = ctx.child(depth=axis + 1)
+    inner.par_vars[id(s.var)] = ParVar(axis, const_start, const_ext, step)
+    inner.vec_vars.add(id(s.var))
+    body = compile_stmt(s.body, inner)
+
+    def lanes(b: int, n: int) -> np.ndarray:
+        sh = list(shape)
+        sh[axis] = n
+        return (b + np.arange(n, dtype=np.int64) * step).astype(npt).reshape(sh)
+
+    if const_start is not None and const_ext is not None:
+        fixed = lanes(const_start, const_ext)
+
+        def par_fixed(env: list) -> None:
+            env[slot] = fixed
+            body(env)
+        run = par_fixed
+    else:
+        fs = start_c.fn
+        fe = dim_value(s.extent, ctx) if isinstance(s.extent, int) else \
+            _int_fn(_scalar(s.extent, ctx, "a T.Parallel extent", s))
+
+        def par_dyn(env: list) -> None:
+            env[slot] = lanes(int(fs(env)), max(0, fe(env)))
+            body(env)
+        run = par_dyn
+    if not top:
+        return run
+
+    def par_top(env: list) -> None:
+        env[MASK] = None
+        run(env)
+    return par_top
+
+
+@stmt_rule(While)
+def _while(s: While, ctx: Ctx) -> StmtFn:
+    cond = _scalar(s.cond, ctx, "a while condition", s)
+    inner = ctx.child(loop_ok=True, flags={})
+    body = compile_stmt(s.body, inner)
+
+    def loop(env: list) -> None:
+        while cond(env):
+            try:
+                body(env)
+            except ContinueSignal:
+                continue
+            except BreakSignal:
+                break
+    return loop
+
+
+def _jump(s: Stmt, ctx: Ctx, word: str, sig: type) -> StmtFn:
+    if not ctx.loop_ok:
+        if ctx.in_parallel:
+            raise ScopeError(f"`{word}` cannot be used inside a T.Parallel body", s.span,
+                             hint="lanes of a parallel loop run together; use a serial loop "
+                             "or an `if` on the lane's condition")
+        raise KernelSyntaxError(f"`{word}` outside a loop", s.span)
+    ctx.flags[word] = True
+
+    def jump(env: list) -> None:
+        raise sig()
+    return jump
+
+
+@stmt_rule(Break)
+def _break(s: Break, ctx: Ctx) -> StmtFn:
+    return _jump(s, ctx, "break", BreakSignal)
+
+
+@stmt_rule(Continue)
+def _continue(s: Continue, ctx: Ctx) -> StmtFn:
+    return _jump(s, ctx, "continue", ContinueSignal)
+
+
+@stmt_rule(IfThenElse)
+def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
+    c = compile_expr(s.cond, ctx)
+    fc = c.fn
+    if not c.vec:
+        then = compile_stmt(s.then, ctx.child())
+        if s.else_ is None:
+            def if_(env: list) -> None:
+                if fc(env):
+                    then(env)
+            return if_
+        else_ = compile_stmt(s.else_, ctx.child())
+
+        def if_else(env: list) -> None:
+            if fc(env):
+                then(env)
+            else:
+                else_(env)
+        return if_else
+    # a lane-varying condition: run both branches over all lanes, masking their stores
+    then = compile_stmt(s.then, ctx.child(masked=True, loop_ok=False))
+    else_m = compile_stmt(s.else_, ctx.child(masked=True, loop_ok=False)) \
+        if s.else_ is not None else None
+
+    def masked_if(env: list) -> None:
+        cv = fc(env)
+        old = env[MASK]
+        env[MASK] = cv if old is None else old & cv
+        then(env)
+        if else_m is not None:
+            env[MASK] = ~cv if old is None else old & ~cv
+            else_m(env)
+        env[MASK] = old
+    return masked_if
+
+
+@stmt_rule(BufferStore)
+def _store(s: BufferStore, ctx: Ctx) -> StmtFn:
+    idx = [compile_expr(i, ctx) for i in s.indices]
+    val = compile_expr(s.value, ctx)
+    if ctx.in_parallel and (val.vec or any(i.vec for i in idx) or ctx.masked):
+        from tegula.backends.interp.parallel import vector_store
+
+        return vector_store(s, ctx, idx, val)
+    bs = ctx.slot(s.buffer)
+    fns = [i.fn for i in idx]
+    fv = val.fn
+    buf = s.buffer
+    if len(fns) == 1:
+        f0 = fns[0]
+
+        def store1(env: list) -> None:
+            a, i = env[bs], f0(env)
+            if not 0 <= i < a.shape[0]:
+                raise out_of_bounds(s, buf, (i,), a.shape)
+            a[i] = fv(env)
+        return store1
+
+    def store(env: list) -> None:
+        a = env[bs]
+        ix = tuple(f(env) for f in fns)
+        for i, n in zip(ix, a.shape):
+            if not 0 <= i < n:
+                raise out_of_bounds(s, buf, ix, a.shape)
+        a[ix] = fv(env)
+    return store
+
+
+@stmt_rule(Kernel)
+def _kernel(s: Kernel, ctx: Ctx) -> StmtFn:
+    grid = [dim_value(g, ctx) for g in s.grid]
+    bslots = [ctx.slot(v) for v in s.block_vars]
+    btypes = [v.dtype.np.type for v in s.block_vars]
+    block_slot = ctx.slot(BLOCK_INDEX)
+    inits = {id(k): v for k, v in s.alloc_inits.items()}
+    allocs = []
+    for b in s.allocs:
+        shape = [dim_value(d, ctx) for d in b.shape]
+        init = inits.get(id(b))
+        if b.scope == "local.var":
+            if init is None:
+                fill: Any = (lambda v: lambda env: v)(np_scalar(b.dtype, 0))
+            elif hasattr(init, "dtype") and hasattr(init, "span"):
+                fill = compile_expr(init, ctx).fn
+            else:
+                fill = (lambda v: lambda env: v)(np_scalar(b.dtype, init))
+        else:
+            fill = (lambda v: lambda env: v)(poison(b.dtype))
+        allocs.append((ctx.slot(b), shape, b.dtype.np, fill))
+    body = compile_stmt(s.body, ctx.child(in_parallel=False, loop_ok=False, masked=False,
+                                          flags={}))
+
+    def launch(env: list) -> None:
+        env[MASK] = None
+        dims = [g(env) for g in grid]
+        for bidx in itertools.product(*(range(d) for d in dims)):
+            for slot, t, v in zip(bslots, btypes, bidx):
+                env[slot] = t(v)
+            env[block_slot] = bidx
+            for slot, shape, npd, fill in allocs:
+                a = np.empty([f(env) for f in shape], npd)
+                a.fill(fill(env))
+                env[slot] = a
+            body(env)
+    return launch

@@ -1,0 +1,366 @@
+"""Tile operation rules: copy, gemm, reductions, cumsum, fill, atomics, print.
+
+Regions are read as whole tiles (numpy views when they lie inside the buffer; out-of-bounds
+elements read as zero) and written back with out-of-bounds elements dropped.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from tegula.errors import OutOfBoundsError, ScopeError, ShapeError
+from tegula.ir.buffer import BufferRegion
+from tegula.ir.expr import Const
+from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
+from tegula.backends.interp.context import (F32, MASK, Ctx, StmtFn, compile_expr, is_narrow,
+                                            stmt_rule)
+from tegula.backends.interp.stmts import BLOCK_INDEX
+
+
+class Region:
+    """A compiled :class:`BufferRegion`: resolves its starts/extents and reads or writes tiles."""
+
+    def __init__(self, r: BufferRegion, ctx: Ctx, node: Any):
+        self.node = node
+        self.buffer = r.buffer
+        self.bslot = ctx.slot(r.buffer)
+        self.ndim = len(r.ranges)
+        starts: list = []
+        exts: list = []
+        for st, ex in r.ranges:
+            if isinstance(st, Const):
+                starts.append(int(st.value))
+            else:
+                ce = compile_expr(st, ctx)
+                if ce.vec:
+                    raise ScopeError("a tile operation on a region that varies over the lanes of "
+                                     "a T.Parallel loop", node.span)
+                starts.append(ce.fn)
+            exts.append(ex if isinstance(ex, int) else compile_expr(ex, ctx).fn)
+        self.starts, self.exts = starts, exts
+        self.static = all(isinstance(x, int) for x in starts + exts)
+        shape = r.buffer.shape
+        self.whole = self.static and all(isinstance(n, int) for n in shape) and \
+            all(s == 0 for s in starts) and tuple(exts) == tuple(shape)
+        self.static_key = tuple(slice(s, s + e) for s, e in zip(starts, exts)) \
+            if self.static else None
+
+    def resolve(self, env: list) -> tuple[np.ndarray, list[int], list[int]]:
+        a = env[self.bslot]
+        st = [s if type(s) is int else int(s(env)) for s in self.starts]
+        ex = [e if type(e) is int else max(0, int(e(env))) for e in self.exts]
+        return a, st, ex
+
+    def extents(self, env: list) -> list[int]:
+        return [e if type(e) is int else max(0, int(e(env))) for e in self.exts]
+
+    def _inside(self, shape: tuple, st: list, ex: list) -> bool:
+        for s, e, n in zip(st, ex, shape):
+            if s < 0 or s + e > n:
+                return False
+        return True
+
+    def view(self, env: list) -> np.ndarray:
+        """The region as a writable view; raises when it does not lie inside the buffer."""
+        if self.whole:
+            return env[self.bslot]
+        a, st, ex = self.resolve(env)
+        if not self._inside(a.shape, st, ex):
+            raise OutOfBoundsError(
+                f"region of '{self.buffer.name}' starting at {st} with extents {ex} is out of "
+                f"bounds of its shape {a.shape}", self.node.span)
+        return a[tuple(slice(s, s + e) for s, e in zip(st, ex))]
+
+    def read(self, env: list) -> np.ndarray:
+        """The tile (shape = extents); out-of-bounds elements read as zero."""
+        if self.whole:
+            return env[self.bslot]
+        a, st, ex = self.resolve(env)
+        if self._inside(a.shape, st, ex):
+            return a[tuple(slice(s, s + e) for s, e in zip(st, ex))]
+        tile = np.zeros(ex, a.dtype)
+        src, dst = _clip(a.shape, st, ex)
+        if src is not None:
+            tile[dst] = a[src]
+        return tile
+
+    def write(self, env: list, tile: np.ndarray) -> None:
+        """Store ``tile`` (any shape with as many elements) into the region, dropping
+        out-of-bounds elements and converting to the buffer's dtype."""
+        a, st, ex = self.resolve(env)
+        if tile.shape != tuple(ex):
+            if tile.size != _prod(ex):
+                raise ShapeError(f"tile of shape {tile.shape} does not fit region of "
+                                 f"'{self.buffer.name}' with extents {tuple(ex)}", self.node.span)
+            tile = tile.reshape(ex)
+        if self._inside(a.shape, st, ex):
+            a[tuple(slice(s, s + e) for s, e in zip(st, ex))] = tile
+            return
+        dst, src = _clip(a.shape, st, ex)
+        if dst is not None:
+            a[dst] = tile[src]
+
+
+def _prod(xs: Any) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _clip(shape: tuple, st: list, ex: list) -> tuple[Optional[tuple], Optional[tuple]]:
+    """(buffer slices, tile slices) of the in-bounds part of a region; (None, None) if empty."""
+    bk, tk = [], []
+    for s, e, n in zip(st, ex, shape):
+        lo, hi = max(s, 0), min(s + e, n)
+        if hi <= lo:
+            return None, None
+        bk.append(slice(lo, hi))
+        tk.append(slice(lo - s, hi - s))
+    return tuple(bk), tuple(tk)
+
+
+def _not_in_parallel(node: Any, ctx: Ctx, what: str) -> None:
+    if ctx.in_parallel:
+        raise ScopeError(f"{what} cannot be used inside a T.Parallel body", node.span,
+                         hint="move it out of the parallel loop; tile operations act on whole tiles")
+
+
+def _convert(tile: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Narrow float destinations convert through float32 (round to nearest even)."""
+    if dst.dtype.itemsize < 4 and dst.dtype.kind not in "iub" and \
+            tile.dtype not in (F32, dst.dtype):
+        return tile.astype(F32)
+    return tile
+
+
+@stmt_rule(Copy)
+def _copy(s: Copy, ctx: Ctx) -> StmtFn:
+    _not_in_parallel(s, ctx, "T.copy")
+    src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
+    narrow_dst = is_narrow(s.dst.buffer.dtype) and s.src.buffer.dtype != s.dst.buffer.dtype \
+        and s.src.buffer.dtype.np != F32
+
+    def copy(env: list) -> None:
+        tile = src.read(env)
+        if narrow_dst:
+            tile = tile.astype(F32)
+        dst.write(env, tile)
+    return copy
+
+
+def _as2d(x: np.ndarray, node: Any, what: str) -> np.ndarray:
+    if x.ndim == 2:
+        return x
+    if x.ndim > 2 and _prod(x.shape[:-2]) == 1:
+        return x.reshape(x.shape[-2:])
+    raise ShapeError(f"T.gemm: {what} must be a 2-D tile, got shape {x.shape}", node.span)
+
+
+@stmt_rule(Gemm)
+def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
+    _not_in_parallel(s, ctx, "T.gemm")
+    ra, rb, rc = Region(s.A, ctx, s), Region(s.B, ctx, s), Region(s.C, ctx, s)
+    cd = s.C.buffer.dtype
+    ta, tb, clear = s.transpose_A, s.transpose_B, s.clear_accum
+    if cd.is_int:
+        comp = np.dtype(np.float64)
+    elif cd.bits == 64:
+        comp = np.dtype(np.float64)
+    else:
+        comp = F32
+
+    def product(env: list) -> np.ndarray:
+        a = _as2d(ra.read(env), s, "A").astype(comp, copy=False)
+        b = _as2d(rb.read(env), s, "B").astype(comp, copy=False)
+        if ta:
+            a = a.T
+        if tb:
+            b = b.T
+        if a.shape[1] != b.shape[0]:
+            raise ShapeError(f"T.gemm: op(A) is {a.shape} but op(B) is {b.shape}", s.span)
+        return a @ b
+
+    def gemm(env: list) -> None:
+        c = rc.view(env)
+        p = product(env)
+        c2 = _as2d(c, s, "C")
+        if c2.shape != p.shape:
+            raise ShapeError(f"T.gemm: C is {c2.shape} but op(A) @ op(B) is {p.shape}", s.span)
+        if cd.is_int:
+            p = p.astype(np.int64)
+            if not clear:
+                p += c2.astype(np.int64)
+            r = p.astype(c.dtype)  # wraps like the device's integer accumulator
+        elif c.dtype == comp:
+            if c2 is c or np.may_share_memory(c2, c):
+                if clear:
+                    c2[...] = p
+                else:
+                    c2 += p
+                return
+            r = p if clear else p + c2
+        else:
+            r = (p if clear else p + c2.astype(comp)).astype(c.dtype)
+        c[...] = r.reshape(c.shape)
+    return gemm
+
+
+_REDUCERS: dict[str, Callable[[np.ndarray, int, Any], np.ndarray]] = {
+    "sum": lambda x, ax, acc: np.sum(x, axis=ax, dtype=acc),
+    "abssum": lambda x, ax, acc: np.sum(np.abs(x), axis=ax, dtype=acc),
+    "max": lambda x, ax, acc: np.max(x, axis=ax).astype(acc) if x.shape[ax] else
+    np.full(np.delete(x.shape, ax), _lowest(acc), acc),
+    "min": lambda x, ax, acc: np.min(x, axis=ax).astype(acc) if x.shape[ax] else
+    np.full(np.delete(x.shape, ax), -_lowest(acc), acc),
+    "absmax": lambda x, ax, acc: np.max(np.abs(x), axis=ax).astype(acc) if x.shape[ax] else
+    np.zeros(np.delete(x.shape, ax), acc),
+}
+_COMBINE = {"sum": np.add, "abssum": np.add, "max": np.maximum, "min": np.minimum,
+            "absmax": np.maximum}
+
+
+def _lowest(acc: np.dtype) -> Any:
+    return -np.inf if acc.kind == "f" else np.iinfo(acc).min
+
+
+def _acc_dtype(d: Any) -> np.dtype:
+    return F32 if is_narrow(d) else d.np
+
+
+@stmt_rule(Reduce)
+def _reduce(s: Reduce, ctx: Ctx) -> StmtFn:
+    _not_in_parallel(s, ctx, f"T.reduce_{s.kind}")
+    src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
+    dim = s.dim + src.ndim if s.dim < 0 else s.dim
+    if not 0 <= dim < src.ndim:
+        raise ShapeError(f"T.reduce_{s.kind}: dim {s.dim} is out of range for a "
+                         f"{src.ndim}-D source", s.span)
+    acc = _acc_dtype(s.dst.buffer.dtype)
+    reducer, combine = _REDUCERS[s.kind], _COMBINE[s.kind]
+    clear = s.clear
+
+    def reduce(env: list) -> None:
+        x = src.read(env)
+        if x.dtype != acc and s.kind in ("sum", "abssum"):
+            x = x.astype(acc)
+        r = reducer(x, dim, acc)
+        if not clear:
+            old = dst.read(env)
+            if old.size != r.size:
+                raise ShapeError(f"T.reduce_{s.kind}: destination holds {old.size} elements but "
+                                 f"the reduction gives {r.shape}", s.span)
+            r = combine(r, old.reshape(r.shape).astype(acc, copy=False))
+        dst.write(env, r)
+    return reduce
+
+
+@stmt_rule(CumSum)
+def _cumsum(s: CumSum, ctx: Ctx) -> StmtFn:
+    _not_in_parallel(s, ctx, "T.cumsum")
+    src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
+    dim = s.dim + src.ndim if s.dim < 0 else s.dim
+    acc = _acc_dtype(s.dst.buffer.dtype)
+    rev = s.reverse
+
+    def cumsum(env: list) -> None:
+        x = src.read(env).astype(acc)
+        if rev:
+            r = np.flip(np.cumsum(np.flip(x, dim), axis=dim, dtype=acc), dim)
+        else:
+            r = np.cumsum(x, axis=dim, dtype=acc)
+        dst.write(env, r)
+    return cumsum
+
+
+@stmt_rule(Fill)
+def _fill(s: Fill, ctx: Ctx) -> StmtFn:
+    _not_in_parallel(s, ctx, "T.fill")
+    dst = Region(s.dst, ctx, s)
+    ce = compile_expr(s.value, ctx)
+    fv = ce.fn
+    npd = s.dst.buffer.dtype.np
+    narrow = is_narrow(s.dst.buffer.dtype)
+
+    def fill(env: list) -> None:
+        v = fv(env)
+        if narrow:
+            v = v.astype(F32)
+        v = v.astype(npd)
+        if dst.whole:
+            env[dst.bslot].fill(v)
+            return
+        a, st, ex = dst.resolve(env)
+        k, _ = _clip(a.shape, st, ex)
+        if k is not None:
+            a[k] = v
+    return fill
+
+
+_ATOMIC_UFUNCS = {"add": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def _atomic_apply(kind: str, seg: np.ndarray, v: Any) -> None:
+    """``seg = seg (op) v`` in place at seg's dtype (narrow floats round after the add)."""
+    if kind == "add":
+        if seg.dtype.itemsize < 4 and seg.dtype.kind not in "iub":
+            seg[...] = (seg.astype(F32) + np.asarray(v).astype(seg.dtype).astype(F32))
+        else:
+            seg[...] = seg + np.asarray(v).astype(seg.dtype)
+    else:
+        _ATOMIC_UFUNCS[kind](seg, np.asarray(v).astype(seg.dtype), out=seg)
+
+
+@stmt_rule(Atomic)
+def _atomic(s: Atomic, ctx: Ctx) -> StmtFn:
+    if ctx.in_parallel:
+        from tegula.backends.interp.atomics import lane_atomic
+
+        return lane_atomic(s, ctx)
+    dst = Region(s.dst, ctx, s)
+    kind = s.kind
+    if isinstance(s.value, BufferRegion):
+        val = Region(s.value, ctx, s)
+
+        def atomic_tile(env: list) -> None:
+            a, st, ex = dst.resolve(env)
+            t = val.read(env)
+            if t.size != _prod(ex):
+                raise ShapeError(f"T.atomic_{kind}: value tile {t.shape} does not match "
+                                 f"destination extents {tuple(ex)}", s.span)
+            t = t.reshape(ex)
+            k, tk = _clip(a.shape, st, ex)
+            if k is not None:
+                _atomic_apply(kind, a[k], t[tk])
+        return atomic_tile
+    fv = compile_expr(s.value, ctx).fn
+
+    def atomic(env: list) -> None:
+        a, st, ex = dst.resolve(env)
+        k, _ = _clip(a.shape, st, ex)
+        if k is not None:
+            _atomic_apply(kind, a[k], fv(env))
+    return atomic
+
+
+@stmt_rule(Print)
+def _print(s: Print, ctx: Ctx) -> StmtFn:
+    bslot = ctx.slot(BLOCK_INDEX)
+    msg = s.msg
+    if isinstance(s.obj, BufferRegion):
+        reg = Region(s.obj, ctx, s)
+        name = s.obj.buffer.name
+
+        def show_region(env: list) -> None:
+            print(f"{msg} block={env[bslot]} {name}:\n{np.array(reg.read(env))}", flush=True)
+        return show_region
+    f = compile_expr(s.obj, ctx).fn
+
+    def show(env: list) -> None:
+        v = f(env)
+        m = env[MASK]
+        if m is not None and isinstance(v, np.ndarray):
+            v = np.broadcast_to(v, np.broadcast_shapes(v.shape, np.shape(m)))[m]
+        print(f"{msg} block={env[bslot]} {v}", flush=True)
+    return show
