@@ -188,18 +188,19 @@ def alloc_var(dtype: Any, init: Any = None, scope: str = "local.var") -> Buffer:
 # Tile operations
 # ---------------------------------------------------------------------------------------------
 
-def _emit_tile(what: str, node: Any) -> None:
+def _emit_tile(what: str, make: Any) -> None:
+    """Check we are in a kernel (outside T.Parallel), then build the node with ``make()`` and emit it."""
     b = current(what)
     b.require_kernel(what)
     if b.in_parallel:
         raise ScopeError(f"{what} is a tile operation and cannot be used inside T.Parallel",
                          hint="move it out of the parallel loop")
-    b.emit(node)
+    b.emit(make())
 
 
 def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma: bool = False,
          eviction_policy: Any = None, loop_layout: Any = None) -> None:
-    _emit_tile("T.copy", semantic.copy(src, dst))
+    _emit_tile("T.copy", lambda: semantic.copy(src, dst))
 
 
 class GemmWarpPolicy:
@@ -213,13 +214,13 @@ class GemmWarpPolicy:
 def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
          policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1,
          wg_wait: int = 0, mbar: Any = None) -> None:
-    _emit_tile("T.gemm", semantic.gemm(A, B, C, transpose_A, transpose_B, policy, clear_accum,
-                                       k_pack, wg_wait))
+    _emit_tile("T.gemm", lambda: semantic.gemm(A, B, C, transpose_A, transpose_B, policy,
+                                               clear_accum, k_pack, wg_wait))
 
 
 def _reducer(kind: str) -> Any:
     def reduce_op(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-        _emit_tile(f"T.reduce_{kind}", semantic.reduce(kind, src, dst, dim, clear))
+        _emit_tile(f"T.reduce_{kind}", lambda: semantic.reduce(kind, src, dst, dim, clear))
 
     reduce_op.__name__ = f"reduce_{kind}"
     reduce_op.__doc__ = f"``dst = {kind}(src, dim)`` (combined with dst when ``clear=False``)."
@@ -234,15 +235,15 @@ reduce_absmax = _reducer("absmax")
 
 
 def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
-    _emit_tile("T.cumsum", semantic.cumsum(src, dst, dim, reverse))
+    _emit_tile("T.cumsum", lambda: semantic.cumsum(src, dst, dim, reverse))
 
 
 def fill(buffer: Any, value: Any) -> None:
-    _emit_tile("T.fill", semantic.fill(buffer, value))
+    _emit_tile("T.fill", lambda: semantic.fill(buffer, value))
 
 
 def clear(buffer: Any) -> None:
-    _emit_tile("T.clear", semantic.fill(buffer, 0))
+    _emit_tile("T.clear", lambda: semantic.fill(buffer, 0))
 
 
 def _atomic(kind: str) -> Any:
