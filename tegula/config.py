@@ -1,78 +1,106 @@
-"""All of tegula's settings, in one typed place.
+"""tegula's settings: every environment variable tegula reads is read here, and nowhere else.
 
-Environment variables are read here and nowhere else. Tests change settings through
-:func:`override`, which restores them on exit::
+``config.settings`` holds the current values; ``config.override(**kw)`` replaces some of them for
+the duration of a ``with`` block (tests use it instead of touching ``os.environ``)::
 
-    with config.override(default_target="cpu"):
+    from tegula import config
+    with config.override(cuda_backend="nvcc", cache_dir="/tmp/c"):
         ...
+
+Environment variables:
+
+=====================  ===========================================================================
+TEGULA_CUDA_HOME       CUDA toolkit root (else CUDA_HOME, CUDA_PATH, then the location of nvcc)
+TEGULA_NVCC            nvcc executable (else ``<cuda_home>/bin/nvcc``, then ``nvcc`` on PATH)
+TEGULA_CUDA_BACKEND    ``nvrtc`` or ``nvcc``: force a compiler (default: NVRTC when importable)
+TEGULA_CACHE_DIR       disk cache for compiled kernels (default ``~/.cache/tegula``)
+TEGULA_DISABLE_CACHE   ``1`` to neither read nor write the disk cache
+TEGULA_TARGET          default target of ``tegula.jit`` / ``compile`` (default ``auto``)
+TEGULA_VERIFY          ``1`` to verify the IR after every pass
+TEGULA_TRACE           a directory: dump the IR after every pass of every kernel compiled
+TEGULA_DEBUG           ``1`` to keep tegula's own frames in the tracebacks of kernel errors
+=====================  ===========================================================================
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
-from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Iterator, Mapping, Optional
+
+from tegula.errors import ConfigError
+
+_BACKENDS = ("nvrtc", "nvcc")
 
 
-def _env_bool(name: str, default: bool = False) -> bool:
-    v = os.environ.get(name)
-    if v is None:
-        return default
-    return v.strip().lower() in ("1", "true", "yes", "on")
-
-
-def _env_str(name: str, default: Optional[str] = None) -> Optional[str]:
-    v = os.environ.get(name)
-    return v if v not in (None, "") else default
-
-
-@dataclass
+@dataclasses.dataclass(frozen=True)
 class Settings:
-    """Every setting, with the environment variable it is read from."""
+    """A snapshot of tegula's settings. Build one with :func:`from_env`; never mutate it."""
 
-    default_target: str = "auto"            # TEGULA_TARGET: "auto", "cpu", "cuda", ...
-    cache_dir: str = os.path.join(os.path.expanduser("~"), ".cache", "tegula")  # TEGULA_CACHE_DIR
-    disable_cache: bool = False             # TEGULA_DISABLE_CACHE
-    verify_ir: bool = False                 # TEGULA_VERIFY: verify the IR after every pass
-    trace_dir: Optional[str] = None         # TEGULA_TRACE: dump the IR after every pass here
-    cuda_home: Optional[str] = None         # TEGULA_CUDA_HOME (else CUDA_HOME / CUDA_PATH)
-    nvcc: Optional[str] = None              # TEGULA_NVCC: the nvcc binary to use
-    cuda_backend: str = "auto"              # TEGULA_CUDA_BACKEND: "auto", "nvrtc" or "nvcc"
+    cuda_home: Optional[str] = None
+    nvcc: Optional[str] = None
+    cuda_backend: Optional[str] = None  # "nvrtc", "nvcc", or None for automatic
+    cache_dir: str = os.path.join(os.path.expanduser("~"), ".cache", "tegula")
+    disable_cache: bool = False
+    default_target: str = "auto"
+    verify_ir: bool = False
+    trace_dir: Optional[str] = None
+    debug_tracebacks: bool = False
 
-    @classmethod
-    def from_env(cls) -> "Settings":
-        return cls(
-            default_target=_env_str("TEGULA_TARGET", "auto") or "auto",
-            cache_dir=_env_str("TEGULA_CACHE_DIR", cls.cache_dir) or cls.cache_dir,
-            disable_cache=_env_bool("TEGULA_DISABLE_CACHE"),
-            verify_ir=_env_bool("TEGULA_VERIFY"),
-            trace_dir=_env_str("TEGULA_TRACE"),
-            cuda_home=_env_str("TEGULA_CUDA_HOME") or _env_str("CUDA_HOME") or _env_str("CUDA_PATH"),
-            nvcc=_env_str("TEGULA_NVCC"),
-            cuda_backend=_env_str("TEGULA_CUDA_BACKEND", "auto") or "auto",
-        )
+    def __post_init__(self) -> None:
+        if self.cuda_backend is not None and self.cuda_backend not in _BACKENDS:
+            raise ConfigError(
+                f"cuda_backend must be one of {', '.join(_BACKENDS)}, got {self.cuda_backend!r}",
+                hint="set TEGULA_CUDA_BACKEND=nvrtc or TEGULA_CUDA_BACKEND=nvcc, or unset it")
 
 
-settings = Settings.from_env()
+def _flag(value: Optional[str]) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def from_env(environ: Optional[Mapping[str, str]] = None) -> Settings:
+    """Read the settings from ``environ`` (default: ``os.environ``)."""
+    env = os.environ if environ is None else environ
+    kw = {}
+    cuda_home = env.get("TEGULA_CUDA_HOME") or env.get("CUDA_HOME") or env.get("CUDA_PATH")
+    if cuda_home:
+        kw["cuda_home"] = cuda_home
+    if env.get("TEGULA_NVCC"):
+        kw["nvcc"] = env["TEGULA_NVCC"]
+    if env.get("TEGULA_CUDA_BACKEND"):
+        kw["cuda_backend"] = env["TEGULA_CUDA_BACKEND"].strip().lower()
+    if env.get("TEGULA_CACHE_DIR"):
+        kw["cache_dir"] = os.path.expanduser(env["TEGULA_CACHE_DIR"])
+    kw["disable_cache"] = _flag(env.get("TEGULA_DISABLE_CACHE"))
+    if env.get("TEGULA_TARGET"):
+        kw["default_target"] = env["TEGULA_TARGET"].strip()
+    kw["verify_ir"] = _flag(env.get("TEGULA_VERIFY"))
+    if env.get("TEGULA_TRACE"):
+        kw["trace_dir"] = env["TEGULA_TRACE"]
+    kw["debug_tracebacks"] = _flag(env.get("TEGULA_DEBUG"))
+    return Settings(**kw)
+
+
+settings: Settings = from_env()
 
 
 @contextlib.contextmanager
-def override(**changes: Any) -> Iterator[Settings]:
-    """Temporarily change settings (unknown names raise ``TypeError``)."""
+def override(**kw: object) -> Iterator[Settings]:
+    """Replace some settings within a ``with`` block; raises ConfigError for an unknown name."""
     global settings
-    old = settings
     names = {f.name for f in dataclasses.fields(Settings)}
-    for k in changes:
-        if k not in names:
-            raise TypeError(f"unknown setting {k!r}")
-    settings = dataclasses.replace(old, **changes)
+    unknown = sorted(set(kw) - names)
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(unknown)}",
+                          hint=f"known settings: {', '.join(sorted(names))}")
+    previous = settings
+    settings = dataclasses.replace(previous, **kw)
     try:
         yield settings
     finally:
-        settings = old
+        settings = previous
 
 
 def get() -> Settings:
-    """The settings in force (read through this function so overrides are seen)."""
+    """The settings in force, overrides included."""
     return settings

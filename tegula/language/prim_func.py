@@ -6,7 +6,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from tegula.errors import KernelSyntaxError, KernelTypeError
+from tegula import config
+from tegula.errors import KernelSyntaxError, KernelTypeError, TegulaError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.span import span_scope
@@ -15,6 +16,23 @@ from tegula.language import semantic
 from tegula.language.builder import Builder, active, building
 from tegula.language.parser import Parser, Source, function_scope, run_body
 from tegula.language.proxy import TensorSpec, ptr_like
+
+
+def _clean_errors(fn: Callable) -> Callable:
+    """Re-raise tegula errors from the frontend without its internal frames in the traceback."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TegulaError as e:
+            if config.get().debug_tracebacks:
+                raise
+            e.__traceback__ = None
+            raise e from None
+
+    return wrapper
 
 
 def _annotation(func: Callable, name: str, ann: Any, scope: dict) -> Any:
@@ -26,6 +44,7 @@ def _annotation(func: Callable, name: str, ann: Any, scope: dict) -> Any:
     return ann
 
 
+@_clean_errors
 def parse_prim_func(func: Callable) -> PrimFunc:
     """Parse a function whose parameters are annotated ``T.Tensor(shape, dtype)`` or a scalar dtype."""
     src = Source.of(func)
@@ -87,6 +106,7 @@ def tensor_params(func: Callable) -> list[str]:
     return [n for n in names if n in annotated]
 
 
+@_clean_errors
 def trace_eager(func: Callable, bound: dict, tensors: dict, consts: dict) -> EagerTrace:
     """Trace an eager-style function.
 
