@@ -243,6 +243,32 @@ class BufferLoad(Expr):
         return self.buffer.dtype
 
 
+@dataclass(frozen=True, eq=False)
+class Builtin(Expr):
+    """A thread-level builtin of a backend, produced by lowering (never by the frontend).
+
+    ``name`` is one of the names its backend's codegen knows (e.g. ``"thread_idx"``,
+    ``"shfl_xor"``, ``"sync_threads"``, ``"address_of"``, ``"mma"``); ``attrs`` holds
+    compile-time parameters (shapes, dtypes, layouts) as plain Python values. Void builtins are
+    used through :class:`~tegula.ir.stmt.Evaluate` and have dtype ``bool`` by convention.
+    """
+
+    name: str
+    args: tuple[Expr, ...] = ()
+    ret: DType = dt.int32
+    attrs: tuple = ()
+
+    @property
+    def dtype(self) -> DType:
+        return self.ret
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+
 # ---------------------------------------------------------------------------------------------
 # Constructors used by the operators above and by the language.
 # ---------------------------------------------------------------------------------------------

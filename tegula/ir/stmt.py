@@ -196,6 +196,7 @@ class Kernel(Stmt):
     body: Stmt
     alloc_inits: dict = field(default_factory=dict)
     annotations: dict = field(default_factory=dict)
+    thread_var: Optional[Var] = None  # set by lowering: the thread index inside the block
 
     @property
     def num_threads(self) -> int:
