@@ -25,7 +25,9 @@ Semantics
   along its own axis, and each statement of the body runs once over all lanes, statement after
   statement. Loads are views or fancy indexing; stores assign all lanes at once (where lanes
   collide, the last one wins). ``if`` on a lane-varying condition masks the stores of both
-  branches; serial loops, lets and scalar stores nest inside parallel bodies. ``break`` /
+  branches; serial loops, lets and scalar stores nest inside parallel bodies. A serial loop
+  whose trip count, or a while loop whose condition, varies over the lanes runs until no lane
+  is left, each lane masked off once its own loop is done. ``break`` /
   ``continue`` inside a parallel body, and copies, gemms, reductions and fills there, are
   :class:`~tegula.errors.ScopeError`. Atomics there apply one update per active lane.
 - **LetStmt** binds its var for the rest of the sequence; ``While`` loops while its condition
@@ -110,6 +112,9 @@ def _bind(prog: Program, args: Sequence[Any]) -> list:
             if a.ndim != len(p.shape):
                 raise ArgumentError(f"{func.name}: parameter '{p.name}' expects {len(p.shape)} "
                                     f"dimension(s), got shape {a.shape}")
+            if a.dtype != p.dtype.np:
+                raise ArgumentError(f"{func.name}: parameter '{p.name}' expects dtype "
+                                    f"{p.dtype.name}, got {a.dtype}")
             for n, m in zip(p.shape, a.shape):
                 if isinstance(n, int) and n != m:
                     raise ArgumentError(f"{func.name}: parameter '{p.name}' expects shape "

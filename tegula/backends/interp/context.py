@@ -147,10 +147,6 @@ def poison(d: DType) -> Any:
     return max(info.min, -0x5A5A5A5A)
 
 
-def to_int(v: Any) -> int:
-    return int(v)
-
-
 def dim_value(d: Any, ctx: Ctx) -> Callable[[Env], int]:
     """A shape entry (int or expression) as a function of env giving a Python int."""
     if isinstance(d, int):

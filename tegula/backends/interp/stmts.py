@@ -90,6 +90,10 @@ def _for(s: For, ctx: Ctx) -> StmtFn:
     if s.kind == "parallel":
         return _parallel_for(s, ctx)
     start = _scalar(s.start, ctx, "a loop start", s)
+    if not isinstance(s.extent, int):
+        ext_c = compile_expr(s.extent, ctx)
+        if ext_c.vec:
+            return _lane_extent_for(s, ctx, start, ext_c.fn)
     extent = dim_value(s.extent, ctx) if isinstance(s.extent, int) else \
         _int_fn(_scalar(s.extent, ctx, "a loop extent", s))
     slot = ctx.slot(s.var)
@@ -117,6 +121,31 @@ def _for(s: For, ctx: Ctx) -> StmtFn:
         for v in np.arange(b, b + extent(env) * step, step, dtype=npt):
             env[slot] = v
             body(env)
+    return loop
+
+
+def _lane_extent_for(s: For, ctx: Ctx, start: Any, extent: Any) -> StmtFn:
+    """A serial loop inside a parallel body whose trip count differs per lane: run up to the
+    largest count, with lanes past their own count masked off."""
+    slot = ctx.slot(s.var)
+    step = s.step
+    npt = s.var.dtype.np
+    inner = ctx.child(masked=True, loop_ok=False, flags={})
+    inner.vec_vars.discard(id(s.var))
+    inner.par_vars.pop(id(s.var), None)
+    body = compile_stmt(s.body, inner)
+
+    def loop(env: list) -> None:
+        b = int(start(env))
+        ext = extent(env)
+        old = env[MASK]
+        n = int(np.max(ext)) if np.size(ext) else 0
+        for t, v in enumerate(np.arange(b, b + n * step, step, dtype=npt)):
+            live = ext > t
+            env[MASK] = live if old is None else old & live
+            env[slot] = v
+            body(env)
+        env[MASK] = old
     return loop
 
 
@@ -176,7 +205,10 @@ def _parallel_for(s: For, ctx: Ctx) -> StmtFn:
 
 @stmt_rule(While)
 def _while(s: While, ctx: Ctx) -> StmtFn:
-    cond = _scalar(s.cond, ctx, "a while condition", s)
+    c = compile_expr(s.cond, ctx)
+    if c.vec:
+        return _lane_while(s, ctx, c.fn)
+    cond = c.fn
     inner = ctx.child(loop_ok=True, flags={})
     body = compile_stmt(s.body, inner)
 
@@ -188,6 +220,25 @@ def _while(s: While, ctx: Ctx) -> StmtFn:
                 continue
             except BreakSignal:
                 break
+    return loop
+
+
+def _lane_while(s: While, ctx: Ctx, cond: Any) -> StmtFn:
+    """A while loop inside a parallel body on a lane-varying condition: each lane leaves the
+    loop when its condition first fails; the loop ends when no lane is left."""
+    body = compile_stmt(s.body, ctx.child(masked=True, loop_ok=False, flags={}))
+
+    def loop(env: list) -> None:
+        old = env[MASK]
+        live = old
+        while True:
+            c = cond(env)
+            live = c if live is None else live & c
+            if not np.any(live):
+                break
+            env[MASK] = live
+            body(env)
+        env[MASK] = old
     return loop
 
 

@@ -43,8 +43,6 @@ class Region:
         shape = r.buffer.shape
         self.whole = self.static and all(isinstance(n, int) for n in shape) and \
             all(s == 0 for s in starts) and tuple(exts) == tuple(shape)
-        self.static_key = tuple(slice(s, s + e) for s, e in zip(starts, exts)) \
-            if self.static else None
 
     def resolve(self, env: list) -> tuple[np.ndarray, list[int], list[int]]:
         a = env[self.bslot]

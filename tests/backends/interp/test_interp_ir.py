@@ -430,3 +430,33 @@ def test_unimplemented_op_message() -> None:
     f = func("u", (Y,), kernel((1,), (), lambda bx: [Custom()]))
     with pytest.raises(UnsupportedError, match="unimplemented op Custom for target cpu"):
         execute(f, [np.zeros(1, np.float32)])
+
+
+def test_lane_varying_serial_loop_and_while_in_parallel() -> None:
+    X, O, W = Buffer("X", (16,), "float32"), Buffer("O", (16,), "float32"), Buffer("W", (16,), "int32")
+    S = Buffer("S", (16,), "float32", "local.fragment")
+    N = Buffer("N", (16,), "int32", "local.fragment")
+    k = Var("k")
+
+    def body(bx: Var) -> list:
+        tri = par1(16, lambda i: [BufferStore(S, (i,), const(0.0)),
+                                  For(k, const(0), i + 1, BufferStore(S, (i,), S[i] + X[k]))])
+        # count halvings of 1000 + 97 * i until below 1
+        halve = par1(16, lambda i: [BufferStore(N, (i,), const(0)), While(
+            __import__("tegula.ir.expr", fromlist=["binary"]).binary(
+                "shr", cast("int32", 1000) + i * 97, N[i]) > 0,
+            BufferStore(N, (i,), N[i] + 1))])
+        return [tri, halve, Copy(S.region(), O.region()), Copy(N.region(), W.region())]
+    f = func("t", (X, O, W), kernel((1,), (S, N), body))
+    x, o, w = rand((16,)), np.empty(16, np.float32), np.empty(16, np.int32)
+    execute(f, [x, o, w])
+    np.testing.assert_allclose(o, np.cumsum(x.astype(np.float64)), rtol=1e-5, atol=1e-6)
+    assert list(w) == [int(1000 + 97 * i).bit_length() for i in range(16)]
+
+
+def test_argument_dtype_mismatch() -> None:
+    from tegula.errors import ArgumentError
+    X = Buffer("X", (4,), "float16")
+    f = func("a", (X,), kernel((1,), (), lambda bx: [Fill(X.region(), const(1.0))]))
+    with pytest.raises(ArgumentError, match="float16"):
+        execute(f, [np.zeros(4, np.float32)])
