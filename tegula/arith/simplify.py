@@ -1,8 +1,602 @@
-"""Expression simplification (minimal placeholder: constant folding happens at construction)."""
+"""Simplification of expressions by a table of rewrite rules, applied bottom-up to a fixed point.
+
+Each row of :data:`RULES` is a pattern, a rewrite and an optional guard. Patterns are ordinary
+expressions over pattern variables (``x``, ``y`` match anything, ``c1``, ``c2`` only constants,
+``p`` a condition); a rewrite is either an expression over the same variables or a function that
+computes the replacement (``None`` when it does not apply). Integer sums are brought to a
+canonical linear form, so index arithmetic folds::
+
+    (bx * 64 + 64) - bx * 64         ->  64
+    (i * 4 + j) // 4   with j in [0, 3]  ->  i
+    T.min(k * 32 + 32, k * 32 + 48)  ->  k * 32 + 32
+
+Float expressions only get rewrites that are exact in IEEE arithmetic.
+"""
 from __future__ import annotations
 
-from tegula.ir.expr import Expr
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Union
+
+from tegula.arith.bound import Interval, bound
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.expr import BinOp, Call, Cast, Compare, Const, Expr, Select, UnaryOp, Var
+from tegula.ir import stmt as S
+from tegula.ir.buffer import BufferRegion
+from tegula.ir.span import span_scope
+from tegula.ir.visitor import Mutator
+
+Bindings = dict[str, Expr]
+Bounds = Mapping[Var, Interval]
 
 
-def simplify(e: Expr) -> Expr:
-    return e
+# ---------------------------------------------------------------------------------------------
+# Patterns
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Wild(Var):
+    """A pattern variable; with ``only_const`` it matches constants only."""
+
+    only_const: bool = False
+
+
+x, y, z = Wild("x"), Wild("y"), Wild("z")
+c1, c2 = Wild("c1", only_const=True), Wild("c2", only_const=True)
+p = Wild("p", dt.bool_)
+
+
+@dataclass
+class Ctx:
+    """What rewrites may consult: inclusive ranges of variables."""
+
+    bounds: Bounds
+
+
+Rewrite = Union[Expr, int, bool, Callable[[Expr, Bindings, Ctx], Optional[Expr]]]
+Guard = Callable[[Bindings, Ctx], bool]
+
+
+@dataclass
+class Rule:
+    pattern: Expr
+    rewrite: Rewrite
+    when: Optional[Guard] = None
+
+
+def expr_key(e: Any) -> Any:
+    """A hashable key equal for identical trees (variables and buffers by identity)."""
+    if isinstance(e, Var):
+        return ("var", id(e))
+    if isinstance(e, Const):
+        return ("c", e.dtype.name, e.value)
+    if isinstance(e, BinOp):
+        return ("bin", e.op, expr_key(e.a), expr_key(e.b))
+    if isinstance(e, Compare):
+        return ("cmp", e.op, expr_key(e.a), expr_key(e.b))
+    if isinstance(e, UnaryOp):
+        return ("un", e.op, expr_key(e.a))
+    if isinstance(e, Select):
+        return ("sel", expr_key(e.cond), expr_key(e.then), expr_key(e.else_))
+    if isinstance(e, Cast):
+        return ("cast", e.to.name, expr_key(e.value))
+    if isinstance(e, Call):
+        return ("call", e.name) + tuple(expr_key(a) for a in e.args)
+    if isinstance(e, E.BufferLoad):
+        return ("load", id(e.buffer)) + tuple(expr_key(i) for i in e.indices)
+    return ("other", id(e))  # builtins may have effects: never merged with one another
+
+
+def match(pat: Expr, e: Expr, b: Bindings) -> bool:
+    """Match ``e`` against ``pat``, extending bindings ``b``; a repeated variable must match alike."""
+    if isinstance(pat, Wild):
+        if pat.only_const and not isinstance(e, Const):
+            return False
+        if pat.dtype.is_bool and not e.dtype.is_bool:
+            return False
+        if pat.name in b:
+            return expr_key(b[pat.name]) == expr_key(e)
+        b[pat.name] = e
+        return True
+    if isinstance(pat, Const):
+        return isinstance(e, Const) and e.dtype.is_bool == pat.dtype.is_bool and e.value == pat.value
+    if type(pat) is not type(e):
+        return False
+    if isinstance(pat, (BinOp, Compare)):
+        return pat.op == e.op and match(pat.a, e.a, b) and match(pat.b, e.b, b)
+    if isinstance(pat, UnaryOp):
+        return pat.op == e.op and match(pat.a, e.a, b)
+    if isinstance(pat, Select):
+        return match(pat.cond, e.cond, b) and match(pat.then, e.then, b) and match(pat.else_, e.else_, b)
+    if isinstance(pat, Cast):
+        return match(pat.value, e.value, b)  # any target type
+    return False
+
+
+def instantiate(tpl: Any, b: Bindings) -> Expr:
+    """Build a rewrite template with bound variables, folding constants as nodes are made."""
+    if isinstance(tpl, Wild):
+        return b[tpl.name]
+    if not isinstance(tpl, Expr):
+        return E.as_expr(tpl)
+    if isinstance(tpl, BinOp):
+        return E.binary(tpl.op, instantiate(tpl.a, b), instantiate(tpl.b, b))
+    if isinstance(tpl, Compare):
+        return E.compare(tpl.op, instantiate(tpl.a, b), instantiate(tpl.b, b))
+    if isinstance(tpl, UnaryOp):
+        return E.unary(tpl.op, instantiate(tpl.a, b))
+    if isinstance(tpl, Select):
+        return E.select(instantiate(tpl.cond, b), instantiate(tpl.then, b), instantiate(tpl.else_, b))
+    return tpl
+
+
+# ---------------------------------------------------------------------------------------------
+# Guards
+# ---------------------------------------------------------------------------------------------
+
+def is_int(*names: str) -> Guard:
+    """All named bindings are integer-typed."""
+    def guard(b: Bindings, ctx: Ctx) -> bool:
+        return all(b[n].dtype.is_int for n in names)
+    return guard
+
+
+def positive(*names: str) -> Guard:
+    """All named bindings are integer constants greater than zero."""
+    def guard(b: Bindings, ctx: Ctx) -> bool:
+        return all(b[n].dtype.is_int and b[n].value > 0 for n in names)
+    return guard
+
+
+def divides(small: str, big: str) -> Guard:
+    """Both are positive integer constants and ``small`` divides ``big``."""
+    def guard(b: Bindings, ctx: Ctx) -> bool:
+        s, g = b[small], b[big]
+        return s.dtype.is_int and g.dtype.is_int and 0 < s.value and 0 < g.value and g.value % s.value == 0
+    return guard
+
+
+# ---------------------------------------------------------------------------------------------
+# Computed rewrites
+# ---------------------------------------------------------------------------------------------
+
+def fold(e: Expr, b: Bindings, ctx: Ctx) -> Optional[Expr]:
+    """Evaluate an operator on constants with the node constructors (which fold)."""
+    if isinstance(e, BinOp):
+        r = E.binary(e.op, e.a, e.b)
+    elif isinstance(e, Compare):
+        r = E.compare(e.op, e.a, e.b)
+    elif isinstance(e, UnaryOp):
+        r = E.unary(e.op, e.a) if e.op != "bitnot" else E.const(~e.a.value, e.dtype)
+    elif isinstance(e, Cast):
+        r = E.cast(e.to, e.value)
+    else:
+        return None
+    return r if isinstance(r, Const) else None
+
+
+Linear = tuple[dict[Any, list], int]  # {key: [term, coefficient]}, constant
+
+
+def linear(e: Expr) -> Linear:
+    """``e`` as ``sum(coefficient * term) + constant`` over non-linear terms, in order of appearance."""
+    if isinstance(e, Const):
+        return {}, int(e.value)
+    if isinstance(e, BinOp) and e.op in ("add", "sub"):
+        ta, ka = linear(e.a)
+        tb, kb = linear(e.b)
+        sign = 1 if e.op == "add" else -1
+        for key, (term, c) in tb.items():
+            _add_term(ta, key, term, sign * c)
+        return ta, ka + sign * kb
+    if isinstance(e, BinOp) and e.op == "mul" and (isinstance(e.b, Const) or isinstance(e.a, Const)):
+        c, other = (e.b, e.a) if isinstance(e.b, Const) else (e.a, e.b)
+        return _scale(linear(other), int(c.value))
+    if isinstance(e, UnaryOp) and e.op == "neg":
+        return _scale(linear(e.a), -1)
+    return {expr_key(e): [e, 1]}, 0
+
+
+def _add_term(terms: dict, key: Any, term: Expr, c: int) -> None:
+    if key in terms:
+        terms[key][1] += c
+    else:
+        terms[key] = [term, c]
+
+
+def _scale(lin: Linear, c: int) -> Linear:
+    terms, k = lin
+    return {key: [t, v * c] for key, (t, v) in terms.items()}, k * c
+
+
+def _merge_div_mod(lin: Linear) -> Linear:
+    """``(x // c) * c * k + (x % c) * k -> x * k`` inside a linear form."""
+    terms, k = lin
+    for key, (t, coef) in list(terms.items()):
+        if key not in terms or not (isinstance(t, BinOp) and t.op == "floordiv" and isinstance(t.b, Const)):
+            continue
+        c = int(t.b.value)
+        mod_key = ("bin", "floormod", key[2], key[3])
+        if c <= 0 or coef % c or mod_key not in terms or terms[mod_key][1] != coef // c:
+            continue
+        del terms[key], terms[mod_key]
+        inner, ik = _scale(linear(t.a), coef // c)
+        for ikey, (it, ic) in inner.items():
+            _add_term(terms, ikey, it, ic)
+        k += ik
+    return terms, k
+
+
+def from_linear(lin: Linear, dtype: dt.DType) -> Expr:
+    """Rebuild a linear form: positive terms first, then negative ones, the constant last."""
+    terms, k = lin
+    live = [(t, c) for t, c in terms.values() if c != 0]
+    pos = [(t, c) for t, c in live if c > 0]
+    neg = [(t, -c) for t, c in live if c < 0]
+
+    def times(t: Expr, c: int) -> Expr:
+        return t if c == 1 else BinOp("mul", t, Const(c, dtype))
+
+    acc: Optional[Expr] = None
+    for t, c in pos:
+        acc = times(t, c) if acc is None else BinOp("add", acc, times(t, c))
+    if acc is None and k > 0:
+        acc, k = Const(k, dtype), 0
+    for t, c in neg:
+        if acc is None:
+            acc = UnaryOp("neg", t) if c == 1 else BinOp("mul", t, Const(-c, dtype))
+        else:
+            acc = BinOp("sub", acc, times(t, c))
+    if acc is None:
+        return Const(k, dtype)
+    if k > 0:
+        return BinOp("add", acc, Const(k, dtype))
+    if k < 0:
+        return BinOp("sub", acc, Const(-k, dtype))
+    return acc
+
+
+def canonical_sum(e: Expr, b: Bindings, ctx: Ctx) -> Optional[Expr]:
+    """Collect like terms of an integer sum; ``None`` when already canonical."""
+    r = from_linear(_merge_div_mod(linear(e)), e.dtype)
+    return None if expr_key(r) == expr_key(e) else r
+
+
+def _split(lin: Linear, c: int) -> tuple[Linear, Linear]:
+    """Split into (the part divisible by ``c``, the rest), the constant split by floor division."""
+    terms, k = lin
+    div = {key: [t, v // c] for key, (t, v) in terms.items() if v % c == 0}
+    rest = {key: [t, v] for key, (t, v) in terms.items() if v % c != 0}
+    return (div, k // c), (rest, k % c)
+
+
+def linear_div(e: Expr, b: Bindings, ctx: Ctx) -> Optional[Expr]:
+    """``(a*c*k + r) // c -> a*k + r // c``; ``r // c`` becomes a constant when bounds decide it."""
+    c = int(b["c1"].value)
+    (div, q), rest = _split(linear(b["x"]), c)
+    r = from_linear(rest, e.dtype)
+    rb = bound(r, ctx.bounds)
+    if rb is not None and rb[0] // c == rb[1] // c:
+        return from_linear((div, q + rb[0] // c), e.dtype)
+    if not div:
+        return None
+    return BinOp("add", from_linear((div, q), e.dtype), BinOp("floordiv", r, b["c1"]))
+
+
+def linear_mod(e: Expr, b: Bindings, ctx: Ctx) -> Optional[Expr]:
+    """``(a*c + r) % c -> r % c``; ``r`` itself when bounds put it in one period."""
+    c = int(b["c1"].value)
+    (div, _), rest = _split(linear(b["x"]), c)
+    r = from_linear(rest, e.dtype)
+    rb = bound(r, ctx.bounds)
+    if rb is not None and rb[0] // c == rb[1] // c:
+        return from_linear((rest[0], rest[1] - c * (rb[0] // c)), e.dtype)
+    if not div and expr_key(r) == expr_key(b["x"]):
+        return None
+    return BinOp("floormod", r, b["c1"])
+
+
+def _diff_bound(a: Expr, b: Expr, ctx: Ctx) -> Optional[Interval]:
+    """Range of ``a - b`` after cancelling common terms."""
+    return bound(from_linear(_merge_div_mod(_sub(linear(a), linear(b))), a.dtype), ctx.bounds)
+
+
+def _sub(la: Linear, lb: Linear) -> Linear:
+    terms = {key: [t, c] for key, (t, c) in la[0].items()}
+    for key, (t, c) in lb[0].items():
+        _add_term(terms, key, t, -c)
+    return terms, la[1] - lb[1]
+
+
+def prove_min(e: Expr, b: Bindings, ctx: Ctx) -> Optional[Expr]:
+    """``T.min(x, y) -> x`` when ``x <= y`` is provable (and the other way round)."""
+    d = _diff_bound(b["x"], b["y"], ctx)
+    if d is None:
+        return None
+    return b["x"] if d[1] <= 0 else b["y"] if d[0] >= 0 else None
+
+
+def prove_max(e: Expr, b: Bindings, ctx: Ctx) -> Optional[Expr]:
+    """``T.max(x, y) -> y`` when ``x <= y`` is provable (and the other way round)."""
+    d = _diff_bound(b["x"], b["y"], ctx)
+    if d is None:
+        return None
+    return b["y"] if d[1] <= 0 else b["x"] if d[0] >= 0 else None
+
+
+_DECIDE = {
+    "lt": lambda lo, hi: True if hi < 0 else False if lo >= 0 else None,
+    "le": lambda lo, hi: True if hi <= 0 else False if lo > 0 else None,
+    "gt": lambda lo, hi: True if lo > 0 else False if hi <= 0 else None,
+    "ge": lambda lo, hi: True if lo >= 0 else False if hi < 0 else None,
+    "eq": lambda lo, hi: True if lo == hi == 0 else False if lo > 0 or hi < 0 else None,
+    "ne": lambda lo, hi: False if lo == hi == 0 else True if lo > 0 or hi < 0 else None,
+}
+
+
+def prove_compare(e: Expr, b: Bindings, ctx: Ctx) -> Optional[Expr]:
+    """Decide an integer comparison from the range of ``x - y``."""
+    d = _diff_bound(e.a, e.b, ctx)
+    if d is None:
+        return None
+    answer = _DECIDE[e.op](*d)
+    return None if answer is None else E.const(answer, dt.bool_)
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------------
+
+def _bin(op: str, a: Expr, b: Expr) -> Expr:
+    return BinOp(op, a, b)
+
+
+_FOLD_BIN = ("add", "sub", "mul", "div", "floordiv", "floormod", "truncdiv", "truncmod", "min",
+             "max", "and", "or", "bitand", "bitor", "bitxor", "shl", "shr")
+
+RULES: list[Rule] = [
+    # constant folding
+    *[Rule(_bin(op, c1, c2), fold) for op in _FOLD_BIN],                     # c1 op c2 -> value
+    *[Rule(Compare(op, c1, c2), fold) for op in E.COMPARE_OPS],              # c1 < c2 -> True/False
+    *[Rule(UnaryOp(op, c1), fold) for op in E.UNARY_OPS],                    # -c1 -> value
+    Rule(Cast(dt.int32, c1), fold),                                          # T.Cast(t, c1) -> value of type t
+    Rule(Select(E.const(True), x, y), x),                                    # T.if_then_else(True, x, y) -> x
+    Rule(Select(E.const(False), x, y), y),                                   # T.if_then_else(False, x, y) -> y
+    # identities
+    Rule(x + 0, x),                                                          # x + 0 -> x
+    Rule(0 + x, x),                                                          # 0 + x -> x
+    Rule(x - 0, x),                                                          # x - 0 -> x
+    Rule(x * 1, x),                                                          # x * 1 -> x
+    Rule(1 * x, x),                                                          # 1 * x -> x
+    Rule(x * 0, 0, when=is_int("x")),                                        # x * 0 -> 0
+    Rule(0 * x, 0, when=is_int("x")),                                        # 0 * x -> 0
+    Rule(x / 1, x),                                                          # x / 1 -> x
+    Rule(x // 1, x, when=is_int("x")),                                       # x // 1 -> x
+    Rule(x % 1, 0, when=is_int("x")),                                        # x % 1 -> 0
+    Rule(x - x, 0, when=is_int("x")),                                        # x - x -> 0
+    Rule(-(-x), x),                                                          # -(-x) -> x
+    Rule(E.minimum(x, x), x),                                                # T.min(x, x) -> x
+    Rule(E.maximum(x, x), x),                                                # T.max(x, x) -> x
+    Rule(E.select(p, x, x), x),                                              # T.if_then_else(p, x, x) -> x
+    # boolean logic
+    Rule(UnaryOp("not", UnaryOp("not", p)), p),                              # ~~p -> p
+    Rule(_bin("and", p, E.const(True)), p),                                  # p & True -> p
+    Rule(_bin("and", E.const(True), p), p),                                  # True & p -> p
+    Rule(_bin("and", p, E.const(False)), False),                             # p & False -> False
+    Rule(_bin("and", E.const(False), p), False),                             # False & p -> False
+    Rule(_bin("or", p, E.const(False)), p),                                  # p | False -> p
+    Rule(_bin("or", E.const(False), p), p),                                  # False | p -> p
+    Rule(_bin("or", p, E.const(True)), True),                                # p | True -> True
+    Rule(_bin("or", E.const(True), p), True),                                # True | p -> True
+    Rule(_bin("and", p, p), p),                                              # p & p -> p
+    Rule(_bin("or", p, p), p),                                               # p | p -> p
+    Rule(UnaryOp("not", x < y), x >= y, when=is_int("x")),                   # ~(x < y) -> x >= y
+    Rule(UnaryOp("not", x <= y), x > y, when=is_int("x")),                   # ~(x <= y) -> x > y
+    Rule(UnaryOp("not", x > y), x <= y, when=is_int("x")),                   # ~(x > y) -> x <= y
+    Rule(UnaryOp("not", x >= y), x < y, when=is_int("x")),                   # ~(x >= y) -> x < y
+    Rule(UnaryOp("not", Compare("eq", x, y)), Compare("ne", x, y)),          # ~(x == y) -> x != y
+    Rule(UnaryOp("not", Compare("ne", x, y)), Compare("eq", x, y)),          # ~(x != y) -> x == y
+    # integer division and modulus by constants
+    Rule((x // c1) // c2, x // (c1 * c2), when=positive("c1", "c2")),       # x // c1 // c2 -> x // (c1*c2)
+    Rule((x % c1) % c2, x % c2, when=divides("c2", "c1")),                   # x % (k*c) % c -> x % c
+    Rule((x % c1) // c1, 0, when=positive("c1")),                            # x % c // c -> 0
+    Rule(x // c1, linear_div, when=positive("c1")),                          # (a*c + r) // c -> a + r // c
+    Rule(x % c1, linear_mod, when=positive("c1")),                           # (a*c + r) % c -> r % c
+    # linear integer forms
+    Rule(x + y, canonical_sum, when=is_int("x")),                            # a*2 + b + a -> a*3 + b
+    Rule(x - y, canonical_sum, when=is_int("x")),                            # (a*64 + 64) - a*64 -> 64
+    Rule(x * y, canonical_sum, when=is_int("x")),                            # (a + 1) * 4 -> a*4 + 4
+    Rule(-x, canonical_sum, when=is_int("x")),                               # -(a - b) -> b - a
+    Rule(E.minimum(x, y), prove_min, when=is_int("x")),                      # T.min(x, x + 4) -> x
+    Rule(E.maximum(x, y), prove_max, when=is_int("x")),                      # T.max(x, x + 4) -> x + 4
+    *[Rule(Compare(op, x, y), prove_compare, when=is_int("x"))              # i < 8 with i in [0, 3] -> True
+      for op in E.COMPARE_OPS],
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------
+
+def _index_rules(rules: list[Rule]) -> dict[tuple[type, Optional[str]], list[Rule]]:
+    index: dict[tuple[type, Optional[str]], list[Rule]] = {}
+    for r in rules:
+        key = (type(r.pattern), getattr(r.pattern, "op", None))
+        index.setdefault(key, []).append(r)
+    return index
+
+
+_INDEX = _index_rules(RULES)
+
+
+def rewrite_once(e: Expr, ctx: Ctx) -> Optional[Expr]:
+    """The result of the first rule that applies at the root of ``e``, or ``None``."""
+    for rule in _INDEX.get((type(e), getattr(e, "op", None)), ()):
+        b: Bindings = {}
+        if not match(rule.pattern, e, b):
+            continue
+        if rule.when is not None and not rule.when(b, ctx):
+            continue
+        if callable(rule.rewrite):
+            out = rule.rewrite(e, b, ctx)
+            if out is None:
+                continue
+        else:
+            out = instantiate(rule.rewrite, b)
+        if out.dtype != e.dtype:
+            out = E.cast(e.dtype, out)
+        return out
+    return None
+
+
+class _Simplifier:
+    MAX_STEPS = 64
+
+    def __init__(self, ctx: Ctx):
+        self.ctx = ctx
+        self.memo: dict[int, Expr] = {}
+        self.keep: list[Expr] = []  # keeps memo keys alive
+
+    def simp(self, e: Expr, depth: int = 0) -> Expr:
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit
+        with span_scope(e.span):
+            out = self.children(e)
+            for _ in range(self.MAX_STEPS):
+                new = rewrite_once(out, self.ctx)
+                if new is None:
+                    break
+                out = self.simp(new, depth + 1) if depth < 16 else new
+        self.memo[id(e)] = out
+        self.memo[id(out)] = out
+        self.keep.append(e)
+        return out
+
+    def children(self, e: Expr) -> Expr:
+        if isinstance(e, (BinOp, Compare)):
+            a, b = self.simp(e.a), self.simp(e.b)
+            return e if a is e.a and b is e.b else dataclasses.replace(e, a=a, b=b)
+        if isinstance(e, (UnaryOp,)):
+            a = self.simp(e.a)
+            return e if a is e.a else dataclasses.replace(e, a=a)
+        if isinstance(e, Cast):
+            v = self.simp(e.value)
+            return e if v is e.value else dataclasses.replace(e, value=v)
+        if isinstance(e, Select):
+            c, t, f = self.simp(e.cond), self.simp(e.then), self.simp(e.else_)
+            same = c is e.cond and t is e.then and f is e.else_
+            return e if same else dataclasses.replace(e, cond=c, then=t, else_=f)
+        if isinstance(e, (Call, E.Builtin, E.BufferLoad)):
+            field = "indices" if isinstance(e, E.BufferLoad) else "args"
+            old = getattr(e, field)
+            new = tuple(self.simp(a) for a in old)
+            return e if all(a is b for a, b in zip(new, old)) else dataclasses.replace(e, **{field: new})
+        return e
+
+
+def simplify(e: Any, bounds: Optional[Bounds] = None) -> Expr:
+    """``e`` rewritten by :data:`RULES` until nothing applies.
+
+    ``bounds`` maps variables to inclusive integer ranges ``(lo, hi)``; with them, divisions,
+    moduli, ``T.min``/``T.max`` and comparisons that the ranges decide are folded.
+    Unchanged subtrees come back as the same objects.
+    """
+    if not isinstance(e, Expr):
+        return E.as_expr(e)
+    s = _Simplifier(Ctx(dict(bounds or {})))
+    out = e
+    for _ in range(8):
+        new = s.simp(out)
+        if new is out:
+            break
+        out = new
+    return out
+
+
+def const_int(e: Any, bounds: Optional[Bounds] = None) -> Optional[int]:
+    """The integer value of ``e`` if it simplifies to an integer constant, else ``None``."""
+    if isinstance(e, bool):
+        return None
+    if isinstance(e, int):
+        return e
+    if not isinstance(e, Expr):
+        return None
+    r = simplify(e, bounds)
+    if isinstance(r, Const) and r.dtype.is_int:
+        return int(r.value)
+    return None
+
+
+def simplify_stmt(stmt: Any, bounds: Optional[Bounds] = None) -> Any:
+    """Simplify every expression in a statement or ``PrimFunc``.
+
+    Loop variables (and block indices) with constant ranges are bounded inside their bodies, so
+    index arithmetic they decide folds; conditionals with a constant condition are resolved.
+    """
+    return StmtSimplifier(dict(bounds or {})).visit(stmt)
+
+
+class StmtSimplifier(Mutator):
+    """Simplifies the expressions of a statement tree, tracking loop and block index ranges."""
+
+    def __init__(self, bounds: dict[Var, Interval]):
+        super().__init__()
+        self.bounds = bounds
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, Expr):
+            return simplify(node, self.bounds)
+        return super().visit(node)
+
+    def dim(self, d: Any) -> Any:
+        """A shape or extent: an int when it folds to a constant."""
+        if not isinstance(d, Expr):
+            return d
+        r = simplify(d, self.bounds)
+        return int(r.value) if isinstance(r, Const) and r.dtype.is_int else r
+
+    def visit_For(self, s: S.For) -> S.Stmt:
+        start, extent = self.visit(s.start), self.dim(s.extent)
+        lo, n = const_int(start), const_int(extent)
+        saved = self.bounds
+        if lo is not None and n is not None and n > 0:
+            hi = lo + (n - 1) * s.step
+            self.bounds = {**saved, s.var: (min(lo, hi), max(lo, hi))}
+        body = self.visit(s.body)
+        self.bounds = saved
+        if start is s.start and extent is s.extent and body is s.body:
+            return s
+        return dataclasses.replace(s, start=start, extent=extent, body=body)
+
+    def visit_Kernel(self, k: S.Kernel) -> S.Stmt:
+        grid = tuple(self.dim(g) for g in k.grid)
+        saved = self.bounds
+        self.bounds = dict(saved)
+        for v, g in zip(k.block_vars, grid):
+            if isinstance(g, int) and g > 0:
+                self.bounds[v] = (0, g - 1)
+        out = self.generic_visit(k)
+        self.bounds = saved
+        if any(a is not b for a, b in zip(grid, k.grid)):
+            out = dataclasses.replace(out, grid=grid)
+        return out
+
+    def visit_IfThenElse(self, s: S.IfThenElse) -> S.Stmt:
+        cond = self.visit(s.cond)
+        if isinstance(cond, Const):
+            if cond.value:
+                return self.visit(s.then)
+            return self.visit(s.else_) if s.else_ is not None else S.SeqStmt((), span=s.span)
+        then = self.visit(s.then)
+        else_ = self.visit(s.else_) if s.else_ is not None else None
+        if cond is s.cond and then is s.then and else_ is s.else_:
+            return s
+        return dataclasses.replace(s, cond=cond, then=then, else_=else_)
+
+    def visit_BufferRegion(self, r: BufferRegion) -> BufferRegion:
+        ranges = tuple((self.visit(st), self.dim(ext)) for st, ext in r.ranges)
+        buf = self.visit(r.buffer)
+        same = buf is r.buffer and all(a is c and b is d for (a, b), (c, d) in zip(ranges, r.ranges))
+        return r if same else dataclasses.replace(r, buffer=buf, ranges=ranges)
