@@ -11,9 +11,10 @@ from tegula.backends.interp import execute
 from tegula.errors import OutOfBoundsError, ScopeError, UnsupportedError
 from tegula.ir import dtype as dt
 from tegula.ir.buffer import Buffer
-from tegula.ir.expr import Var, call, cast, const, select
+from tegula.ir.expr import Var, binary, call, cast, const, select
 from tegula.ir.span import Span
-from tegula.ir.stmt import (Atomic, Break, BufferStore, Copy, CumSum, Fill, For, Gemm, IfThenElse,
+from tegula.ir.stmt import (Atomic, Break, BufferStore, Continue, Copy, CumSum, Fill, For, Gemm,
+                            IfThenElse,
                             LetStmt, Print, Reduce, Stmt, While, seq)
 
 RNG = np.random.default_rng(1234)
@@ -312,7 +313,7 @@ def test_let_while_break_continue_and_var_init() -> None:
     loop = While(n[0] < 64, seq(
         LetStmt(t, X[n[0]]),
         BufferStore(n, (const(0),), n[0] + 1),
-        IfThenElse(t < 0, __import__("tegula.ir.stmt", fromlist=["Continue"]).Continue()),
+        IfThenElse(t < 0, Continue()),
         BufferStore(acc, (const(0),), acc[0] + t),
         IfThenElse(acc[0] > 10.0, Break())))
     count = For(k, const(0), 100, seq(IfThenElse(k >= 7, Break()),
@@ -339,7 +340,7 @@ def test_integer_semantics() -> None:
     X = Buffer("X", (6,), "int32")
     O = Buffer("O", (6, 6), "int32")
     a, b = X[0], X[1]
-    exprs = [a / b, a // b, a % b, __import__("tegula.ir.expr", fromlist=["binary"]).binary("truncmod", a, b),
+    exprs = [a / b, a // b, a % b, binary("truncmod", a, b),
              X[2] * X[3], X[4] + X[5]]
     f = func("i", (X, O), kernel((1,), (), lambda bx: [
         BufferStore(O, (const(0), const(r)), e) for r, e in enumerate(exprs)]))
@@ -443,7 +444,7 @@ def test_lane_varying_serial_loop_and_while_in_parallel() -> None:
                                   For(k, const(0), i + 1, BufferStore(S, (i,), S[i] + X[k]))])
         # count halvings of 1000 + 97 * i until below 1
         halve = par1(16, lambda i: [BufferStore(N, (i,), const(0)), While(
-            __import__("tegula.ir.expr", fromlist=["binary"]).binary(
+            binary(
                 "shr", cast("int32", 1000) + i * 97, N[i]) > 0,
             BufferStore(N, (i,), N[i] + 1))])
         return [tri, halve, Copy(S.region(), O.region()), Copy(N.region(), W.region())]
