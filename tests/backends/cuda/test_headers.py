@@ -311,3 +311,197 @@ def test_arch_guards_hide_sm90_helpers_on_sm80(backend: str) -> None:
     with pytest.raises(Exception, match="mbarrier_init"):
         _compile(source, "sm_80", backend)
     assert _compile(source, "sm_90", backend).cubin
+
+
+# Runs the documented fragment layouts, reductions, integer helpers, atomics and (on Hopper) a
+# 128B-swizzled wgmma against CPU results. Host code is needed, so this one builds with nvcc.
+GPU_CHECK = r"""
+#include "tegula/tegula.h"
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <cuda_runtime.h>
+
+// 16x16 A (row-major, half), 16x8 B stored [k][n] row-major -> C 16x8 via ldmatrix + mma.
+__global__ void k_mma(const half_t* A, const half_t* B, float* C, const float* Af, const float* Bf, float* Ct,
+                      const int8_t* Ai, const int8_t* Bi, int* Ci) {
+  __shared__ alignas(16) half_t As[16 * 16];
+  __shared__ alignas(16) half_t Bs[16 * 8];
+  int lane = threadIdx.x;
+  for (int i = lane; i < 256; i += 32) As[i] = A[i];
+  for (int i = lane; i < 128; i += 32) Bs[i] = B[i];
+  __syncthreads();
+  unsigned a[4], b[2];
+  tl::ldmatrix_x4(a, &As[(lane % 16) * 16 + (lane / 16) * 8]);
+  tl::ldmatrix_x2_trans(b, &Bs[(lane % 16) * 8]);
+  float c[4] = {0, 0, 0, 0};
+  tl::mma_sync<half_t, half_t, float>(c, a, b);
+  int g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) C[(g + 8 * (i / 2)) * 8 + 2 * t + (i % 2)] = c[i];
+  // tf32 m16n8k8: A 16x8, B 8x8, documented layout
+  unsigned ta[4], tb[2];
+  ta[0] = tl::to_tf32(Af[g * 8 + t]); ta[1] = tl::to_tf32(Af[(g + 8) * 8 + t]);
+  ta[2] = tl::to_tf32(Af[g * 8 + t + 4]); ta[3] = tl::to_tf32(Af[(g + 8) * 8 + t + 4]);
+  tb[0] = tl::to_tf32(Bf[t * 8 + g]); tb[1] = tl::to_tf32(Bf[(t + 4) * 8 + g]);
+  float ct[4] = {0, 0, 0, 0};
+  tl::mma_m16n8k8_tf32_f32(ct, ta, tb);
+  for (int i = 0; i < 4; ++i) Ct[(g + 8 * (i / 2)) * 8 + 2 * t + (i % 2)] = ct[i];
+  // s8 m16n8k32: A 16x32, B 32x8
+  unsigned ia[4], ib[2];
+  int8_t* pa = reinterpret_cast<int8_t*>(ia);
+  int8_t* pb = reinterpret_cast<int8_t*>(ib);
+  for (int i = 0; i < 16; ++i) {
+    int row = g + ((i % 8) >= 4 ? 8 : 0), col = 4 * t + (i & 3) + (i >= 8 ? 16 : 0);
+    pa[i] = Ai[row * 32 + col];
+  }
+  for (int i = 0; i < 8; ++i) pb[i] = Bi[(4 * t + (i & 3) + (i >= 4 ? 16 : 0)) * 8 + g];
+  int ci[4] = {0, 0, 0, 0};
+  tl::mma_sync<int8_t, int8_t, int>(ci, ia, ib);
+  for (int i = 0; i < 4; ++i) Ci[(g + 8 * (i / 2)) * 8 + 2 * t + (i % 2)] = ci[i];
+}
+
+__global__ void k_misc(float* out, float* amax, float* amin) {
+  int tid = threadIdx.x;
+  __shared__ float red[256];
+  float x = (float)(tid % 37) - 11.f;
+  out[0 * 256 + tid] = tl::warp_reduce<tl::SumOp, 32>(x);
+  out[1 * 256 + tid] = tl::warp_reduce<tl::MaxOp, 8, 4>(x);
+  out[2 * 256 + tid] = tl::all_reduce<tl::SumOp, 64, 4>(x, red);
+  out[3 * 256 + tid] = tl::block_reduce<tl::MinOp, 256>(x, red);
+  out[4 * 256 + tid] = (float)tl::floordiv(tid - 100, 7) + 1000.f * (float)tl::floormod(tid - 100, -7);
+  out[5 * 256 + tid] = tl::cast<float>(tl::cast<fp8_e4_t>(x * 3.3f)) + tl::cast<float>(tl::cast<bfloat16_t>(x / 3.f));
+  tl::atomic_max(amax, x * 0.5f);
+  tl::atomic_min(amin, x * 0.5f);
+}
+
+#if TL_SM90A
+// wgmma m64n64k16 x4 (K = 64), A 64x64 and B^T 64x64 (both K-major), 128B swizzle.
+__global__ void k_wgmma(const half_t* A, const half_t* Bt, float* C) {
+  __shared__ alignas(1024) half_t As[64 * 64];
+  __shared__ alignas(1024) half_t Bs[64 * 64];
+  int tid = threadIdx.x;
+  for (int i = tid; i < 64 * 64; i += 128) {
+    int r = i / 64, k = i % 64;
+    int chunk = (k / 8) ^ (r % 8);
+    As[r * 64 + chunk * 8 + k % 8] = A[i];
+    Bs[r * 64 + chunk * 8 + k % 8] = Bt[i];
+  }
+  __syncthreads();
+  tl::fence_proxy_async();
+  float d[32];
+  for (int i = 0; i < 32; ++i) d[i] = 0.f;
+  tl::wgmma_fence_operands<32>(d);
+  tl::wgmma_fence();
+  for (int ks = 0; ks < 4; ++ks) {
+    uint64_t da = tl::make_smem_desc(&As[ks * 16], 16, 1024, tl::Swizzle::k128B);
+    uint64_t db = tl::make_smem_desc(&Bs[ks * 16], 16, 1024, tl::Swizzle::k128B);
+    tl::wgmma_ss<64, half_t>(d, da, db, 1);
+  }
+  tl::wgmma_commit_group();
+  tl::wgmma_wait_group<0>();
+  tl::wgmma_fence_operands<32>(d);
+  int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 4; ++i) C[(16 * w + g + 8 * (i / 2)) * 64 + 8 * j + 2 * t + (i % 2)] = d[4 * j + i];
+}
+#endif
+
+#define CK(x) do { cudaError_t e = (x); if (e) { printf("CUDA error %s at %d\n", cudaGetErrorString(e), __LINE__); exit(1); } } while (0)
+template <class T> T* dev(const T* h, int n) { T* d; CK(cudaMalloc(&d, n * sizeof(T))); CK(cudaMemcpy(d, h, n * sizeof(T), cudaMemcpyHostToDevice)); return d; }
+template <class T> void host(T* h, const T* d, int n) { CK(cudaMemcpy(h, d, n * sizeof(T), cudaMemcpyDeviceToHost)); }
+
+int main() {
+  int fails = 0;
+  srand(1);
+  // --- mma
+  half_t hA[256], hB[128]; float fA[256], fB[128], Af[128], Bf[64]; int8_t Ai[512], Bi[256];
+  for (int i = 0; i < 256; ++i) { fA[i] = (rand() % 17 - 8) / 4.f; hA[i] = __float2half(fA[i]); }
+  for (int i = 0; i < 128; ++i) { fB[i] = (rand() % 17 - 8) / 4.f; hB[i] = __float2half(fB[i]); }
+  for (int i = 0; i < 128; ++i) Af[i] = (rand() % 17 - 8) / 4.f;
+  for (int i = 0; i < 64; ++i) Bf[i] = (rand() % 17 - 8) / 4.f;
+  for (int i = 0; i < 512; ++i) Ai[i] = rand() % 255 - 127;
+  for (int i = 0; i < 256; ++i) Bi[i] = rand() % 255 - 127;
+  float *dC, *dCt; int* dCi;
+  CK(cudaMalloc(&dC, 128 * 4)); CK(cudaMalloc(&dCt, 128 * 4)); CK(cudaMalloc(&dCi, 128 * 4));
+  k_mma<<<1, 32>>>(dev(hA, 256), dev(hB, 128), dC, dev(Af, 128), dev(Bf, 64), dCt, dev(Ai, 512), dev(Bi, 256), dCi);
+  CK(cudaDeviceSynchronize());
+  float C[128], Ct[128]; int Ci[128];
+  host(C, dC, 128); host(Ct, dCt, 128); host(Ci, dCi, 128);
+  int bad = 0, badt = 0, badi = 0;
+  for (int m = 0; m < 16; ++m) for (int n = 0; n < 8; ++n) {
+    float r = 0, rt = 0; int ri = 0;
+    for (int k = 0; k < 16; ++k) r += fA[m * 16 + k] * fB[k * 8 + n];
+    for (int k = 0; k < 8; ++k) rt += Af[m * 8 + k] * Bf[k * 8 + n];
+    for (int k = 0; k < 32; ++k) ri += Ai[m * 32 + k] * Bi[k * 8 + n];
+    bad += fabsf(r - C[m * 8 + n]) > 1e-3f; badt += fabsf(rt - Ct[m * 8 + n]) > 1e-3f; badi += ri != Ci[m * 8 + n];
+  }
+  printf("mma f16 ldmatrix: %s (%d bad)\nmma tf32: %s (%d bad)\nmma s8: %s (%d bad)\n", bad ? "FAIL" : "ok", bad,
+         badt ? "FAIL" : "ok", badt, badi ? "FAIL" : "ok", badi);
+  fails += bad + badt + badi;
+  // --- misc
+  float* dout; float *damax, *damin; float init[2] = {-1e30f, 1e30f};
+  CK(cudaMalloc(&dout, 6 * 256 * 4)); damax = dev(&init[0], 1); damin = dev(&init[1], 1);
+  k_misc<<<1, 256>>>(dout, damax, damin);
+  CK(cudaDeviceSynchronize());
+  float out[6 * 256], amax, amin; host(out, dout, 6 * 256); host(&amax, damax, 1); host(&amin, damin, 1);
+  int badm = 0;
+  auto X = [](int t) { return (float)(t % 37) - 11.f; };
+  for (int t = 0; t < 256; ++t) {
+    float s = 0; for (int u = t / 32 * 32; u < t / 32 * 32 + 32; ++u) s += X(u);
+    float mx = -1e30f; for (int j = 0; j < 8; ++j) { int u = (t / 32) * 32 + (t % 4) + 4 * j; mx = fmaxf(mx, X(u)); }
+    float s2 = 0; for (int j = 0; j < 64; ++j) s2 += X((t / 256) * 256 + (t % 4) + 4 * j);
+    float mn = 1e30f; for (int u = 0; u < 256; ++u) mn = fminf(mn, X(u));
+    int a = t - 100; int fd = (int)floor(a / 7.0); int fm = a - (-7) * (int)floor(a / -7.0);
+    if (out[t] != s) { badm++; if (badm < 5) printf("warp sum t=%d %f %f\n", t, out[t], s); }
+    if (out[256 + t] != mx) { badm++; if (badm < 5) printf("warp max t=%d %f %f\n", t, out[256 + t], mx); }
+    if (out[512 + t] != s2) { badm++; if (badm < 5) printf("all_reduce t=%d %f %f\n", t, out[512 + t], s2); }
+    if (out[768 + t] != mn) { badm++; if (badm < 5) printf("block min t=%d %f %f\n", t, out[768 + t], mn); }
+    if (out[1024 + t] != fd + 1000.f * fm) { badm++; if (badm < 5) printf("floordiv t=%d %f %d %d\n", t, out[1024 + t], fd, fm); }
+  }
+  float emax = -1e30f, emin = 1e30f; for (int t = 0; t < 256; ++t) { emax = fmaxf(emax, X(t) * 0.5f); emin = fminf(emin, X(t) * 0.5f); }
+  if (amax != emax || amin != emin) { badm++; printf("atomic max/min %f %f vs %f %f\n", amax, amin, emax, emin); }
+  printf("reductions/ints/atomics: %s (%d bad); cast sample %f\n", badm ? "FAIL" : "ok", badm, out[5 * 256 + 20]);
+  fails += badm;
+#if 1
+  // --- wgmma (sm_90a build only)
+  int major; CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major == 9) {
+    static half_t wA[4096], wB[4096]; static float fa[4096], fb[4096], wC[4096];
+    for (int i = 0; i < 4096; ++i) { fa[i] = (rand() % 9 - 4) / 4.f; wA[i] = __float2half(fa[i]); fb[i] = (rand() % 9 - 4) / 4.f; wB[i] = __float2half(fb[i]); }
+    float* dW; CK(cudaMalloc(&dW, 4096 * 4));
+    extern void launch_wgmma(const half_t*, const half_t*, float*);
+    launch_wgmma(dev(wA, 4096), dev(wB, 4096), dW);
+    CK(cudaDeviceSynchronize()); host(wC, dW, 4096);
+    int badw = 0;
+    for (int m = 0; m < 64; ++m) for (int n = 0; n < 64; ++n) {
+      float r = 0; for (int k = 0; k < 64; ++k) r += fa[m * 64 + k] * fb[n * 64 + k];
+      if (fabsf(r - wC[m * 64 + n]) > 1e-3f) { if (badw < 4) printf("wgmma (%d,%d) %f vs %f\n", m, n, wC[m * 64 + n], r); badw++; }
+    }
+    printf("wgmma m64n64k16 SS swizzle128: %s (%d bad)\n", badw ? "FAIL" : "ok", badw);
+    fails += badw;
+  }
+#endif
+  printf(fails ? "FAILED\n" : "ALL OK\n");
+  return fails != 0;
+}
+void launch_wgmma(const half_t* A, const half_t* B, float* C) {
+#if defined(TL_SM90A) && TL_SM90A
+  k_wgmma<<<1, 128>>>(A, B, C);
+#endif
+}
+"""
+
+
+@pytest.mark.gpu
+def test_layouts_and_helpers_on_gpu(tmp_path) -> None:
+    import subprocess
+
+    nvcc = compiler.find_nvcc()
+    arch = compiler.detect_arch()
+    if nvcc is None or arch is None:
+        pytest.skip("needs nvcc and an NVIDIA GPU")
+    (tmp_path / "check.cu").write_text(GPU_CHECK)
+    subprocess.run([nvcc, "-std=c++17", f"-arch={arch}", f"-I{compiler.INCLUDE_DIR}", "-o",
+                    str(tmp_path / "check"), str(tmp_path / "check.cu")], check=True)
+    proc = subprocess.run([str(tmp_path / "check")], capture_output=True, text=True)
+    assert proc.returncode == 0 and "ALL OK" in proc.stdout, proc.stdout + proc.stderr
