@@ -45,10 +45,15 @@ def _annotation(func: Callable, name: str, ann: Any, scope: dict) -> Any:
 
 
 @_clean_errors
-def parse_prim_func(func: Callable) -> PrimFunc:
-    """Parse a function whose parameters are annotated ``T.Tensor(shape, dtype)`` or a scalar dtype."""
+def parse_prim_func(func: Callable, outer: Optional[dict] = None) -> PrimFunc:
+    """Parse a function whose parameters are annotated ``T.Tensor(shape, dtype)`` or a scalar dtype.
+
+    ``outer`` holds the locals of the function that defined ``func``: string annotations
+    (``from __future__ import annotations``) may name them without making them closure variables.
+    """
     src = Source.of(func)
     scope = function_scope(func)
+    ann_scope = {**scope, **(outer or {})}
     b = Builder("prim_func")
     params: list[Any] = []
     sig = inspect.signature(func)
@@ -59,7 +64,7 @@ def parse_prim_func(func: Callable) -> PrimFunc:
         if p.annotation is inspect.Parameter.empty:
             raise KernelSyntaxError(f"parameter '{name}' of a @T.prim_func needs an annotation", span,
                                     hint=f"{name}: T.Tensor((M, N), \"float16\") or {name}: T.int32")
-        ann = _annotation(func, name, p.annotation, scope)
+        ann = _annotation(func, name, p.annotation, ann_scope)
         with span_scope(span):
             if isinstance(ann, TensorSpec):
                 param: Any = Buffer(name, ann.shape, ann.dtype, "global")
@@ -82,9 +87,11 @@ def parse_prim_func(func: Callable) -> PrimFunc:
 
 def prim_func(func: Optional[Callable] = None, *, private: bool = False, check_well_formed: bool = True) -> Any:
     """Decorator: parse the function into a :class:`PrimFunc` now."""
+    caller = inspect.currentframe().f_back  # type: ignore[union-attr]
+    outer = dict(caller.f_locals) if caller is not None else None
     if func is None:
-        return lambda f: parse_prim_func(f)
-    return parse_prim_func(func)
+        return lambda f: parse_prim_func(f, outer)
+    return parse_prim_func(func, outer)
 
 
 @dataclass

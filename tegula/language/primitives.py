@@ -91,6 +91,9 @@ def _range(what: str, args: Sequence[Any], step: Any = None) -> tuple[Any, Any, 
     if not isinstance(step, int) or step == 0:
         raise KernelTypeError(f"{what}: step must be a non-zero Python int, got {step!r}")
     start, stop = _extent(start, what), _extent(stop, what)
+    if step == 1 and not (isinstance(stop, int) and isinstance(start, int)):
+        n = stop - start if not (isinstance(start, int) and start == 0) else stop
+        return start, n, step
     if step > 0:
         n = (stop - start + step - 1) // step if not (isinstance(stop, int) and isinstance(start, int)) \
             else max(0, -(-(stop - start) // step))
