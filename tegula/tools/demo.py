@@ -3,8 +3,6 @@
 The kernels here are small copies kept inside the package (the package never imports
 ``examples/``). Each is checked against a float64 numpy reference on fresh random inputs.
 """
-# no ``from __future__ import annotations`` here: kernel parameter annotations are evaluated
-# against the factory's closure, which holds only the names the body uses
 import math
 import time
 from dataclasses import dataclass
