@@ -265,6 +265,11 @@ class ScriptPrinter:
         for x in s.stmts:
             self.stmt(x, depth)
 
+    def stmt_AttrStmt(self, s: Any, depth: int) -> None:
+        where = f"  ({s.span.short()})" if s.span is not None else ""
+        self.line(f"# {s.key}: {s.value}{where}", depth)
+        self.stmt(s.body, depth)
+
     def stmt_Evaluate(self, s: Any, depth: int) -> None:
         self.line(f"T.evaluate({self.e(s.value)})", depth)
 

@@ -82,6 +82,16 @@ class BufferStore(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class AttrStmt(Stmt):
+    """``body`` with an attribute attached, e.g. ``("tile_op", "T.copy")`` marking the code one
+    tile operation was lowered to (passes after lowering treat it as one unit)."""
+
+    key: str
+    value: Any
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False)
 class LetStmt(Stmt):
     """Binds ``var`` to ``value`` for the statements that follow it in the enclosing sequence."""
 

@@ -259,7 +259,7 @@ class Parser:
         if self.b.kernel is None:
             raise KernelSyntaxError(f"stores into '{buf.name}' can only happen inside `with T.Kernel(...)`")
         idx = semantic.index_list(buf, key)
-        if buf.scope == "local.fragment" and not self.b.in_parallel:
+        if buf.scope == "local.fragment" and not self.b.in_parallel and buf.numel() != 1:
             raise ScopeError(
                 f"fragment '{buf.name}' is written element by element outside T.Parallel; a fragment "
                 "is spread across the threads of the block, so single elements can only be addressed "

@@ -1,0 +1,216 @@
+"""Insert ``__syncthreads()`` where threads of a block hand shared memory to each other.
+
+Walks each kernel's statements at *uniform* level (code every thread reaches alike: not under
+a condition, loop bound or let that depends on the thread index). Between two statements, a
+barrier goes in when the later one reads or writes a shared buffer the earlier ones wrote since
+the last barrier, or writes one they read (RAW, WAW, WAR). Loops also get a barrier at the end
+of their body when the next iteration's first accesses conflict with the last ones (the
+back edge). Statements under thread-dependent control flow count as one access of everything
+they touch, and never get a barrier inside (that could deadlock).
+
+The pass config ``tegula.disable_barrier_insertion`` turns this pass off, so the emulator's race
+detector can be shown a kernel with its barriers missing.
+
+Before/after::
+
+    T.copy_vec(&A_s[...], &A[...])               T.copy_vec(&A_s[...], &A[...])
+    x = A_s[tx * 4]                              T.sync_threads()
+                                                 x = A_s[tx * 4]
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tegula.ir import dtype as dt
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Builtin, BufferLoad, Var
+from tegula.ir.stmt import (AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel, LetStmt, PrimFunc,
+                            SeqStmt, Stmt, While, seq)
+from tegula.ir.visitor import Mutator, Visitor, uses_var
+
+SHARED = ("shared", "shared.dyn")
+_READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,)}
+_WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,)}
+
+
+def _is_sync(s: Stmt) -> bool:
+    return isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name == "sync_threads"
+
+
+def barrier() -> Stmt:
+    return Evaluate(Builtin("sync_threads", (), dt.bool_))
+
+
+class _Access(Visitor):
+    def __init__(self) -> None:
+        self.reads: set = set()
+        self.writes: set = set()
+
+    def visit_BufferLoad(self, n: BufferLoad) -> None:
+        if n.buffer.scope in SHARED:
+            self.reads.add(n.buffer)
+        self.generic_visit(n)
+
+    def visit_BufferStore(self, n: BufferStore) -> None:
+        if n.buffer.scope in SHARED:
+            self.writes.add(n.buffer)
+        self.generic_visit(n)
+
+    def visit_Builtin(self, n: Builtin) -> None:
+        for pos, a in enumerate(n.args):
+            if isinstance(a, Builtin) and a.name == "address_of" and isinstance(a.args[0], BufferLoad):
+                buf = a.args[0].buffer
+                if buf.scope in SHARED:
+                    r, w = _READ_ARGS.get(n.name), _WRITE_ARGS.get(n.name)
+                    if r is None and w is None:
+                        self.reads.add(buf)
+                        self.writes.add(buf)
+                    else:
+                        if pos in (r or ()):
+                            self.reads.add(buf)
+                        if pos in (w or ()):
+                            self.writes.add(buf)
+                for i in a.args[0].indices:
+                    self.visit(i)
+                continue
+            self.visit(a)
+
+
+def accesses(s: Any) -> tuple[set, set]:
+    v = _Access()
+    v.visit(s)
+    return v.reads, v.writes
+
+
+class _State:
+    def __init__(self) -> None:
+        self.reads: set = set()
+        self.writes: set = set()
+
+    def conflicts(self, reads: set, writes: set) -> bool:
+        return bool((reads | writes) & self.writes or writes & self.reads)
+
+    def add(self, reads: set, writes: set) -> None:
+        self.reads |= reads
+        self.writes |= writes
+
+    def clear(self) -> None:
+        self.reads, self.writes = set(), set()
+
+    def copy(self) -> "_State":
+        s = _State()
+        s.reads, s.writes = set(self.reads), set(self.writes)
+        return s
+
+
+class _Inserter:
+    def __init__(self, tid: Var):
+        self.varying: list[Var] = [tid]
+
+    def uniform(self, *nodes: Any) -> bool:
+        return not any(n is not None and uses_var(n, self.varying) for n in nodes)
+
+    def block(self, stmts: list[Stmt], st: _State) -> list[Stmt]:
+        out: list[Stmt] = []
+        for s in stmts:
+            out.extend(self.stmt(s, st))
+        return out
+
+    def stmt(self, s: Stmt, st: _State) -> list[Stmt]:
+        if _is_sync(s):
+            st.clear()
+            return [s]
+        if isinstance(s, SeqStmt):
+            return self.block(list(s.stmts), st)
+        if isinstance(s, AttrStmt):
+            if s.key == "tile_op":
+                return self._tile_op(s, st)
+            return [AttrStmt(s.key, s.value, seq(*self.block(_stmts(s.body), st)), span=s.span)]
+        if isinstance(s, LetStmt):
+            if not self.uniform(s.value):
+                self.varying.append(s.var)
+            return self._leaf(s, st)
+        if isinstance(s, For) and self.uniform(s.start, s.extent if not isinstance(s.extent, int) else None):
+            before = st.copy()
+            body = self.block(_stmts(s.body), st)
+            # the back edge: the next iteration's accesses up to its first barrier
+            head_r, head_w = _head_accesses(body)
+            if st.conflicts(head_r, head_w) and not (isinstance(s.extent, int) and s.extent <= 1):
+                body.append(barrier())
+                st.clear()
+            st.add(before.reads, before.writes)  # the loop may not run at all
+            return [For(s.var, s.start, s.extent, seq(*body), s.kind, s.step, dict(s.annotations), span=s.span)]
+        if isinstance(s, IfThenElse) and self.uniform(s.cond):
+            st_else = st.copy()
+            then = self.block(_stmts(s.then), st)
+            els = self.block(_stmts(s.else_), st_else) if s.else_ is not None else None
+            st.add(st_else.reads, st_else.writes)
+            return [IfThenElse(s.cond, seq(*then), seq(*els) if els is not None else None, span=s.span)]
+        if isinstance(s, While) and self.uniform(s.cond):
+            body = self.block(_stmts(s.body), st)
+            head_r, head_w = _head_accesses(body)
+            r0, w0 = accesses(s.cond)
+            if st.conflicts(head_r | r0, head_w):
+                body.append(barrier())
+                st.clear()
+            return [While(s.cond, seq(*body), span=s.span)]
+        return self._leaf(s, st)
+
+    def _tile_op(self, s: AttrStmt, st: _State) -> list[Stmt]:
+        """One lowered tile op: its threads split the work without barriers between them, except
+        those it placed itself; so only its head (up to its first barrier) meets what came
+        before, and only its tail (after its last barrier) stays pending."""
+        body = _stmts(s.body)
+        syncs = [i for i, x in enumerate(body) if _is_sync(x)]
+        if not syncs:
+            return self._leaf(s, st)
+        head_r, head_w = _head_accesses(body)
+        out: list[Stmt] = []
+        if st.conflicts(head_r, head_w):
+            out.append(barrier())
+        st.clear()
+        for x in body[syncs[-1] + 1:]:
+            r, w = accesses(x)
+            st.add(r, w)
+        out.append(s)
+        return out
+
+    def _leaf(self, s: Stmt, st: _State) -> list[Stmt]:
+        r, w = accesses(s)
+        out: list[Stmt] = []
+        if st.conflicts(r, w):
+            out.append(barrier())
+            st.clear()
+        st.add(r, w)
+        out.append(s)
+        return out
+
+
+def _stmts(s: Any) -> list[Stmt]:
+    if s is None:
+        return []
+    return list(s.stmts) if isinstance(s, SeqStmt) else [s]
+
+
+def _head_accesses(body: list[Stmt]) -> tuple[set, set]:
+    reads: set = set()
+    writes: set = set()
+    for s in body:
+        if _is_sync(s):
+            break
+        r, w = accesses(s)
+        reads |= r
+        writes |= w
+    return reads, writes
+
+
+def insert_barriers(func: PrimFunc) -> PrimFunc:
+    class M(Mutator):
+        def visit_Kernel(self, k: Kernel) -> Kernel:
+            if k.thread_var is None:
+                return k
+            body = seq(*_Inserter(k.thread_var).block(_stmts(k.body), _State()))
+            return Kernel(k.grid, k.threads, k.block_vars, k.allocs, body, dict(k.alloc_inits),
+                          dict(k.annotations), thread_var=k.thread_var, span=k.span)
+
+    return M().visit(func)

@@ -1,0 +1,189 @@
+"""Lowering ``T.gemm``.
+
+On tensor cores (fp16/bf16 with a float32 accumulator, int8 with int32; B in shared memory;
+A in shared memory or a fragment in the accumulator layout): per k-step each warp loads its A
+and B fragments with ``ldmatrix`` (``.trans`` where the storage order needs it; element loads
+where ``ldmatrix`` cannot, e.g. transposed int8) and issues ``mma.sync`` m16n8k16 (m16n8k32 for
+int8) for every 16x8 tile of its part of C. An A operand that is a fragment in the accumulator
+layout of the same warps is used straight from registers (the m16n8k16 A fragment of a 16x16
+block is the accumulator fragment of its two 16x8 halves).
+
+Anything else runs on CUDA cores: each thread accumulates the elements of C its registers
+hold, reading A and B from shared memory (fragments through their shared copies).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tegula.errors import UnsupportedError
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import BufferLoad, Var
+from tegula.ir.stmt import BufferStore, Evaluate, For, Gemm, Stmt, seq
+from tegula.layout.fragment import MmaLayout
+from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, addr, call, region_index,
+                                                          sync, unroll, whole)
+
+_MMA = {"float16": "tl::mma_m16n8k16_f16_f32", "bfloat16": "tl::mma_m16n8k16_bf16_f32",
+        "int8": "tl::mma_m16n8k32_s8_s32", "uint8": "tl::mma_m16n8k32_u8_s32"}
+
+
+def lower_gemm(ctx: Ctx, g: Gemm) -> Stmt:
+    if not whole(g.C):
+        raise UnsupportedError("T.gemm into part of a fragment is not supported on CUDA yet", g.span)
+    lay = ctx.layout(g.C.buffer)
+    if g in ctx.plan.gemm_warps and isinstance(lay, MmaLayout):
+        return _mma_gemm(ctx, g, lay)
+    return _fma_gemm(ctx, g)
+
+
+def _a_elem(g: Gemm, m: Any, k: Any) -> tuple:
+    return region_index(g.A, (k, m) if g.transpose_A else (m, k))
+
+
+def _b_elem(g: Gemm, k: Any, n: Any) -> tuple:
+    return region_index(g.B, (n, k) if g.transpose_B else (k, n))
+
+
+def _a_from_registers(ctx: Ctx, g: Gemm, lay: MmaLayout) -> bool:
+    a = g.A.buffer
+    if a.scope != "local.fragment" or g.transpose_A or a.dtype.bits != 16 or not whole(g.A):
+        return False
+    al = ctx.layout(a)
+    return isinstance(al, MmaLayout) and al.wm == lay.wm and al.wn == 1 and lay.wn == 1 \
+        and al.M == lay.M
+
+
+def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
+    a_buf, b_buf = g.A.buffer, g.B.buffer
+    elt = a_buf.dtype
+    kstep = 16 if elt.bits == 16 else 32
+    K = int(g.A.tile_shape()[0 if g.transpose_A else 1])
+    MI, NI = lay.MI, lay.NI
+    WM, WN = lay.M // lay.wm, lay.N // lay.wn
+    aper, bper = 16 // elt.itemsize, 8 // elt.itemsize
+    t = ctx.tid
+    lane, warp = t % 32, t // 32
+    wmi, wni = warp // lay.wn, warp % lay.wn
+    g_, q = lane // 4, lane % 4
+    c_reg = ctx.reg(g.C.buffer)
+    pre: list[Stmt] = []
+    a_regs = _a_from_registers(ctx, g, lay)
+    if a_buf.scope == "local.fragment" and not a_regs:
+        pre += [ctx.stage_out(a_buf), sync()]
+    a_frag = Buffer(ctx.fresh("A_frag"), (MI * aper,), elt, "local")
+    b_frag = Buffer(ctx.fresh("B_frag"), (NI * bper,), elt, "local")
+    ctx.allocs += [b_frag] + ([] if a_regs else [a_frag])
+    body: list[Stmt] = []
+    if g.clear_accum:
+        body.append(ctx.unroll("k", lay.local_size,
+                           lambda k: BufferStore(c_reg, (k,), E.cast(c_reg.dtype, 0))))
+
+    def load_a(kk: Any) -> Stmt:
+        if a_regs:
+            return seq()
+        stmts = []
+        for mi in range(MI):
+            m0 = wmi * WM + mi * 16
+            dst = BufferLoad(a_frag, (E.const(mi * aper),))
+            if a_buf.scope in SHARED or a_buf.scope == "local.fragment":
+                staged = a_buf.scope == "local.fragment"
+                if not g.transpose_A:
+                    row, col = m0 + lane % 16, kk * kstep + (lane // 16) * (kstep // 2)
+                    src = ctx.load(a_buf, _a_elem(g, row, col), staged=staged)
+                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(4, "false"))))
+                    continue
+                if elt.bits == 16:
+                    krow, mcol = kk * 16 + (lane // 16) * 8 + lane % 8, m0 + ((lane // 8) % 2) * 8
+                    src = ctx.load(a_buf, _a_elem(g, mcol, krow), staged=staged)
+                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(4, "true"))))
+                    continue
+            for e in range(aper):  # element loads (transposed int8)
+                if elt.bits == 16:
+                    m, k = m0 + g_ + 8 * ((e // 2) % 2), kk * 16 + 2 * q + (e % 2 + 8 * (e // 4))
+                else:
+                    m, k = m0 + g_ + 8 * ((e // 4) % 2), kk * 32 + 4 * q + (e % 4 + 16 * (e // 8))
+                stmts.append(BufferStore(a_frag, (E.const(mi * aper + e),),
+                                         ctx.load(a_buf, _a_elem(g, m, k), staged=a_buf.scope == "local.fragment")))
+        return seq(*stmts)
+
+    def load_b(kk: Any) -> Stmt:
+        stmts = []
+        ldm = elt.bits == 16 or g.transpose_B
+        ni = 0
+        while ni < NI:
+            n0 = wni * WN + ni * 8
+            pair = ni + 1 < NI
+            dst = BufferLoad(b_frag, (E.const(ni * bper),))
+            if ldm:
+                num = 4 if pair else 2
+                if g.transpose_B:
+                    nrow = n0 + ((lane // 16) * 8 if pair else 0) + lane % 8
+                    kcol = kk * kstep + ((lane // 8) % 2) * (kstep // 2)
+                    src = ctx.load(b_buf, _b_elem(g, kcol, nrow))
+                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(num, "false"))))
+                else:
+                    krow = kk * 16 + ((lane // 8) % 2) * 8 + lane % 8
+                    ncol = n0 + ((lane // 16) * 8 if pair else 0)
+                    src = ctx.load(b_buf, _b_elem(g, krow, ncol))
+                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(num, "true"))))
+                ni += 2 if pair else 1
+                continue
+            for e in range(bper):  # int8 B stored k-major: element loads
+                k, n = kk * 32 + 4 * q + (e % 4 + 16 * (e // 4)), n0 + g_
+                stmts.append(BufferStore(b_frag, (E.const(ni * bper + e),), ctx.load(b_buf, _b_elem(g, k, n))))
+            ni += 1
+        return seq(*stmts)
+
+    def mmas(kk: Any) -> Stmt:
+        stmts = []
+        a_reg = ctx.reg(a_buf) if a_regs else a_frag
+        a_lay = ctx.layout(a_buf) if a_regs else None
+        for mi in range(MI):
+            for ni in range(NI):
+                cptr = addr(BufferLoad(c_reg, (E.const(4 * (mi * NI + ni)),)))
+                if a_regs:
+                    aidx = 4 * (mi * a_lay.NI) + kk * 8
+                else:
+                    aidx = E.const(mi * aper)
+                aptr = addr(BufferLoad(a_reg, (E.as_expr(aidx),)), "unsigned")
+                bptr = addr(BufferLoad(b_frag, (E.const(ni * bper),)), "unsigned")
+                stmts.append(Evaluate(call(_MMA[elt.name], cptr, aptr, bptr)))
+        return seq(*stmts)
+
+    steps = K // kstep
+    kk = Var(ctx.fresh("kk"))
+    loop = For(kk, E.const(0), steps, seq(load_a(kk), load_b(kk), mmas(kk)), "unroll")
+    body.append(loop)
+    return seq(*pre, *body)
+
+
+def _fma_gemm(ctx: Ctx, g: Gemm) -> Stmt:
+    """C[i, j] += sum_k A[i, k] * B[k, j] by each thread for the C elements it holds."""
+    c = g.C.buffer
+    lay = ctx.layout(c)
+    acc_t = c.dtype
+    calc_t = dt.float32 if acc_t.is_float and acc_t.bits < 32 else acc_t
+    pre: list[Stmt] = []
+    for r in (g.A, g.B):
+        if r.buffer.scope == "local.fragment":
+            pre += [ctx.stage_out(r.buffer), sync()]
+    K = g.A.tile_shape()[0 if g.transpose_A else 1]
+    acc = Buffer(ctx.fresh("acc"), (1,), calc_t, "local")
+    ctx.allocs.append(acc)
+
+    def one(k: Any) -> Stmt:
+        i, j = lay.coords(ctx.tid, k)
+        kv = Var(ctx.fresh("kr"))
+        a = ctx.load(g.A.buffer, _a_elem(g, i, kv), staged=g.A.buffer.scope == "local.fragment")
+        b = ctx.load(g.B.buffer, _b_elem(g, kv, j), staged=g.B.buffer.scope == "local.fragment")
+        z = E.const(0)
+        init = E.cast(calc_t, 0) if g.clear_accum else E.cast(calc_t, ctx.load(c, (), k))
+        return seq(
+            BufferStore(acc, (z,), init),
+            For(kv, E.const(0), K, BufferStore(acc, (z,), BufferLoad(acc, (z,)) +
+                                                E.cast(calc_t, a) * E.cast(calc_t, b)), "serial"),
+            ctx.store(c, (), BufferLoad(acc, (z,)), k=k))
+
+    return seq(*pre, ctx.unroll("k", lay.local_size, one))

@@ -1,0 +1,237 @@
+"""Lowering ``T.reduce_*`` and ``T.cumsum``.
+
+A reduction along the last dimension of a fragment whose destination holds the rows of the
+source layout runs in three steps: each thread combines the registers of a row it holds; the
+threads sharing the row combine by warp shuffles (xor); if the row spans several warps, one lane
+per warp puts its partial in shared memory and every thread combines the partials of its row.
+
+Every other reduction (other dimensions, shared-memory operands, layouts that do not line up)
+goes through shared memory: the source is staged there, then each destination element is
+computed by the thread that holds it, serially along the reduced dimension.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
+from tegula.ir.stmt import BufferStore, CumSum, For, IfThenElse, Reduce, Stmt, seq
+from tegula.layout.fragment import FlatLayout, MmaLayout, RowLayout, RowsOf
+from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, region_index, sync, unroll,
+                                                          whole)
+
+_COMBINE: dict[str, Callable[[Expr, Expr], Expr]] = {
+    "sum": lambda a, b: a + b, "abssum": lambda a, b: a + b,
+    "max": E.maximum, "absmax": E.maximum, "min": E.minimum,
+}
+
+
+def _init(kind: str, t: dt.DType) -> Expr:
+    import math
+
+    if kind in ("sum", "abssum", "absmax"):
+        return E.cast(t, 0)
+    inf = math.inf if t.is_float else None
+    if kind == "max":
+        return E.const(-inf, t) if inf else E.const(int(-(2 ** (t.bits - 1))) if t.kind == "int" else 0, t)
+    return E.const(inf, t) if inf else E.const(int(2 ** (t.bits - 1) - 1) if t.kind == "int" else 2 ** t.bits - 1, t)
+
+
+def _elem(kind: str, v: Expr) -> Expr:
+    return E.call("abs", v) if kind in ("abssum", "absmax") else v
+
+
+def _row_members(lay: Any, r: Any) -> tuple[list[int], Callable[..., Expr]]:
+    """Loop extents and register index of the members of row-register ``r`` of ``lay``."""
+    if isinstance(lay, MmaLayout):
+        return [lay.NI, 2], lambda ni, c: ((r // 2) * lay.NI + ni) * 4 + (r % 2) * 2 + c
+    assert isinstance(lay, RowLayout)
+    return [lay.Q, lay.v], lambda qq, e: (r * lay.Q + qq) * lay.v + e
+
+
+def lower_reduce(ctx: Ctx, red: Reduce) -> Stmt:
+    s, d = red.src.buffer, red.dst.buffer
+    if s.scope == d.scope == "local.fragment" and whole(red.src) and whole(red.dst) \
+            and s.ndim == 2 and red.dim == 1:
+        ls, ld = ctx.layout(s), ctx.layout(d)
+        rows = ls.rows() if isinstance(ls, (MmaLayout, RowLayout)) else None
+        if rows is not None and isinstance(ld, RowsOf) and rows.same(ld):
+            return _row_reduce(ctx, red, ls, rows)
+    return _staged_reduce(ctx, red)
+
+
+def _row_reduce(ctx: Ctx, red: Reduce, ls: Any, rows: RowsOf) -> Stmt:
+    s, d = red.src.buffer, red.dst.buffer
+    acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
+    comb = _COMBINE[red.kind]
+    acc = Buffer(ctx.fresh("red"), (rows.local_size,), acc_t, "local")
+    ctx.allocs.append(acc)
+    t = ctx.tid
+    stmts: list[Stmt] = []
+
+    def per_row(r: Any) -> Stmt:
+        exts, kfn = _row_members(ls, r)
+        a = BufferLoad(acc, (r,))
+        v0, v1 = Var(ctx.fresh("m")), Var(ctx.fresh("e"))
+        val = E.cast(acc_t, _elem(red.kind, ctx.load(s, (), kfn(v0, v1))))
+        inner = For(v1, E.const(0), exts[1], BufferStore(acc, (r,), comb(a, val)), "unroll")
+        body = [BufferStore(acc, (r,), _init(red.kind, acc_t)),
+                For(v0, E.const(0), exts[0], inner, "unroll")]
+        for mask in ls.row_shuffle_masks():
+            body.append(BufferStore(acc, (r,), comb(a, Builtin("shfl_xor", (a, E.const(mask), E.const(32)), acc_t))))
+        return seq(*body)
+
+    stmts.append(ctx.unroll("r", rows.local_size, per_row))
+    nw = ls.row_cross_warp()
+    if nw > 1:
+        # partials of the warps sharing a row meet in shared memory
+        R = ls.shape[0]
+        part = Buffer(ctx.fresh("red_part"), (R * nw,), acc_t, "shared.dyn")
+        ctx.allocs.append(part)
+        if isinstance(ls, MmaLayout):
+            wslot = (t // 32) % ls.wn
+            leader = E.compare("eq", t % 4, 0)
+        else:
+            wslot = (t % ls.tpr) // 32
+            leader = E.compare("eq", t % 32, 0)
+
+        def put(r: Any) -> Stmt:
+            row = rows.coords(t, r)[0]
+            return IfThenElse(leader, BufferStore(part, (row * nw + wslot,), BufferLoad(acc, (r,))))
+
+        def gather(r: Any) -> Stmt:
+            row = rows.coords(t, r)[0]
+            w = Var(ctx.fresh("w"))
+            a = BufferLoad(acc, (r,))
+            return seq(BufferStore(acc, (r,), BufferLoad(part, (row * nw,))),
+                       For(w, E.const(1), nw - 1, BufferStore(acc, (r,), comb(a, BufferLoad(part, (row * nw + w,)))), "unroll"))
+
+        stmts += [sync(), ctx.unroll("r", rows.local_size, put), sync(),
+                  ctx.unroll("r", rows.local_size, gather), sync()]
+
+    def write(r: Any) -> Stmt:
+        v = BufferLoad(acc, (r,))
+        if not red.clear:
+            v = comb(E.cast(acc_t, ctx.load(d, (), r)), v)
+        return ctx.store(d, (), v, k=r)
+
+    stmts.append(ctx.unroll("r", rows.local_size, write))
+    return seq(*stmts)
+
+
+def _read_src(ctx: Ctx, buf: Buffer, idx: tuple) -> Expr:
+    return ctx.load(buf, idx, staged=buf.scope == "local.fragment")
+
+
+def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
+    s, d = red.src, red.dst
+    pre: list[Stmt] = []
+    if s.buffer.scope == "local.fragment":
+        pre += [ctx.stage_out(s.buffer), sync()]
+    src_ext = [int(e) for e in s.extents]
+    n_red = src_ext[red.dim]
+    out_ext = src_ext[:red.dim] + src_ext[red.dim + 1:]
+    acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
+    comb = _COMBINE[red.kind]
+    acc = Buffer(ctx.fresh("red"), (1,), acc_t, "local")
+    ctx.allocs.append(acc)
+    z = E.const(0)
+
+    def compute(out_idx: tuple, dst_store: Callable[[Expr], Stmt], old: Callable[[], Expr]) -> Stmt:
+        kv = Var(ctx.fresh("kr"))
+        full = list(out_idx[:red.dim]) + [kv] + list(out_idx[red.dim:])
+        src_idx = tuple(st + i for (st, _), i in zip(s.ranges, full))
+        a = BufferLoad(acc, (z,))
+        v = E.cast(acc_t, _elem(red.kind, _read_src(ctx, s.buffer, src_idx)))
+        res: Expr = a if red.clear else comb(E.cast(acc_t, old()), a)
+        return seq(BufferStore(acc, (z,), _init(red.kind, acc_t)),
+                   For(kv, E.const(0), n_red, BufferStore(acc, (z,), comb(a, v)), "serial"),
+                   dst_store(res))
+
+    if d.buffer.scope == "local.fragment" and whole(d):
+        lay = ctx.layout(d.buffer)
+
+        def mine(k: Any) -> Stmt:
+            didx = lay.coords(ctx.tid, k)
+            oidx = _dst_to_out(d, didx, out_ext)
+            return compute(oidx, lambda v: ctx.store(d.buffer, (), v, k=k), lambda: ctx.load(d.buffer, (), k))
+
+        return seq(*pre, ctx.unroll("k", lay.local_size, mine))
+    # shared (or part of a fragment) destination: threads share out the output elements
+    post: list[Stmt] = []
+    staged = d.buffer.scope == "local.fragment"
+    if staged:
+        pre += [ctx.stage_out(d.buffer), sync()]
+        post = [sync(), ctx.stage_in(d.buffer)]
+    n_out = 1
+    for e in out_ext:
+        n_out *= e
+    per = -(-n_out // ctx.threads)
+    from tegula.layout.fragment import unflatten
+
+    def share(i: Any) -> Stmt:
+        o = i * ctx.threads + ctx.tid
+        oidx = unflatten(o, out_ext) if out_ext else ()
+        didx = _out_to_dst(d, oidx)
+        st = compute(oidx, lambda v: ctx.store(d.buffer, didx, v, staged=staged),
+                     lambda: ctx.load(d.buffer, didx, staged=staged))
+        return IfThenElse(E.compare("lt", o, n_out), st) if n_out % ctx.threads else st
+
+    return seq(*pre, ctx.unroll("i", per, share), *post)
+
+
+def _dst_to_out(d: Any, didx: tuple, out_ext: list) -> tuple:
+    """Output coordinates from destination buffer coordinates (drops a kept unit dim)."""
+    if len(didx) == len(out_ext):
+        return tuple(didx)
+    return tuple(i for i, e in zip(didx, d.extents) if not (isinstance(e, int) and e == 1))[:len(out_ext)] \
+        if len(out_ext) else ()
+
+
+def _out_to_dst(d: Any, oidx: tuple) -> tuple:
+    if len(oidx) == len(d.ranges):
+        return tuple(st + i for (st, _), i in zip(d.ranges, oidx))
+    return region_index(d, oidx)
+
+
+def lower_cumsum(ctx: Ctx, cs: CumSum) -> Stmt:
+    """Inclusive scan along ``dim``: staged in shared memory, one thread per line, serially."""
+    s, d = cs.src, cs.dst
+    pre: list[Stmt] = []
+    if s.buffer.scope == "local.fragment":
+        pre += [ctx.stage_out(s.buffer), sync()]
+    ext = [int(e) for e in s.extents]
+    n = ext[cs.dim]
+    lines = ext[:cs.dim] + ext[cs.dim + 1:]
+    n_lines = 1
+    for e in lines:
+        n_lines *= e
+    acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
+    acc = Buffer(ctx.fresh("scan"), (1,), acc_t, "local")
+    ctx.allocs.append(acc)
+    staged_d = d.buffer.scope == "local.fragment"
+    # results go to the destination's shared copy when it is a fragment
+    out_buf = d.buffer
+    from tegula.layout.fragment import unflatten
+
+    per = -(-n_lines // ctx.threads)
+    z = E.const(0)
+
+    def line(i: Any) -> Stmt:
+        li = i * ctx.threads + ctx.tid
+        lidx = list(unflatten(li, lines)) if lines else []
+        kv = Var(ctx.fresh("ks"))
+        pos = (n - 1 - kv) if cs.reverse else kv
+        full = lidx[:cs.dim] + [pos] + lidx[cs.dim:]
+        sidx = tuple(st + x for (st, _), x in zip(s.ranges, full))
+        didx = tuple(st + x for (st, _), x in zip(d.ranges, full))
+        a = BufferLoad(acc, (z,))
+        body = seq(BufferStore(acc, (z,), a + E.cast(acc_t, _read_src(ctx, s.buffer, sidx))),
+                   ctx.store(out_buf, didx, a, staged=staged_d))
+        st = seq(BufferStore(acc, (z,), E.cast(acc_t, 0)), For(kv, E.const(0), n, body, "serial"))
+        return IfThenElse(E.compare("lt", li, n_lines), st) if n_lines % ctx.threads else st
+
+    post = [sync(), ctx.stage_in(d.buffer)] if staged_d else []
+    return seq(*pre, ctx.unroll("i", per, line), *post)

@@ -1,0 +1,223 @@
+"""What the tile-op lowering rules share: the layout plan, the thread index, the register and
+shared-memory buffers that replace fragments and shared tiles, and element access helpers.
+
+After lowering, a fragment ``F`` is a per-thread register array ``F`` of ``layout.local_size``
+elements (scope ``local``), and a shared tile is a flat shared array whose element offsets come
+from its shared layout (row-major or swizzled). Global buffers keep their shape.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from tegula.errors import UnsupportedError
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
+from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, Stmt, seq
+from tegula.layout.fragment import Fragment, Replicated, RowsOf, MmaLayout, RowLayout
+from tegula.layout.shared import RowMajor, Swizzled
+from tegula.backends.cuda.passes.layout_inference import LayoutPlan
+
+SHARED = ("shared", "shared.dyn")
+
+
+def sync() -> Stmt:
+    return Evaluate(Builtin("sync_threads", (), dt.bool_))
+
+
+def call(name: str, *args: Any, ret: dt.DType = dt.bool_, template: tuple = ()) -> Builtin:
+    attrs = (("template", tuple(template)),) if template else ()
+    return Builtin(name, tuple(E.as_expr(a) if not isinstance(a, E.Expr) else a for a in args), ret, attrs)
+
+
+def addr(load: BufferLoad, ctype: Optional[str] = None) -> Builtin:
+    attrs = (("ctype", ctype),) if ctype else ()
+    return Builtin("address_of", (load,), dt.int64, attrs)
+
+
+def unroll(var_name: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:
+    """``for v in unroll(extent): body_fn(v)`` (no loop at all for extent 1)."""
+    if extent == 1:
+        return body_fn(E.const(0))
+    v = Var(var_name)
+    return For(v, E.const(0), extent, body_fn(v), kind)
+
+
+@dataclass
+class Ctx:
+    plan: LayoutPlan
+    tid: Var
+    threads: int
+    regs: dict = field(default_factory=dict)      # fragment Buffer -> register Buffer
+    smem: dict = field(default_factory=dict)      # shared Buffer -> (flat Buffer, layout)
+    scratch: dict = field(default_factory=dict)   # fragment Buffer -> (flat shared Buffer, RowMajor)
+    allocs: list = field(default_factory=list)
+    smem_layouts: dict = field(default_factory=dict)  # shared Buffer -> chosen layout
+    ranges: dict = field(default_factory=dict)        # Var -> inclusive (lo, hi), for guards
+    counter: int = 0
+
+    def unroll(self, base: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:
+        """``for v in unroll(extent): body_fn(v)`` with ``v``'s range known to bound analysis."""
+        if extent == 1:
+            return body_fn(E.const(0))
+        v = Var(self.fresh(base))
+        self.bind_range(v, 0, extent - 1)
+        return For(v, E.const(0), extent, body_fn(v), kind)
+
+    def in_bounds(self, buf: Buffer, idx: Sequence[Expr]) -> Optional[Expr]:
+        return in_bounds(buf, idx, self.ranges)
+
+    def bind_range(self, v: Var, lo: int, hi: int) -> None:
+        self.ranges[v] = (lo, hi)
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"{base}_{self.counter}"
+
+    # -- buffers --------------------------------------------------------------------------------
+    def reg(self, frag: Buffer) -> Buffer:
+        r = self.regs.get(frag)
+        if r is None:
+            lay = self.plan.of(frag)
+            r = Buffer(frag.name, (lay.local_size,), frag.dtype, "local", span=frag.span)
+            self.regs[frag] = r
+            self.allocs.append(r)
+        return r
+
+    def layout(self, frag: Buffer) -> Fragment:
+        return self.plan.of(frag)
+
+    def shared(self, buf: Buffer) -> tuple[Buffer, Any]:
+        got = self.smem.get(buf)
+        if got is None:
+            shape = tuple(int(d) for d in buf.shape)
+            lay = self.smem_layouts.get(buf) or RowMajor(shape)
+            n = 1
+            for d in shape:
+                n *= d
+            flat = Buffer(buf.name, (n,), buf.dtype, "shared.dyn", span=buf.span)
+            got = (flat, lay)
+            self.smem[buf] = got
+            self.allocs.append(flat)
+        return got
+
+    def scratch_of(self, frag: Buffer) -> Buffer:
+        """A shared copy of a fragment (row-major), for accesses its layout cannot serve."""
+        got = self.scratch.get(frag)
+        if got is None:
+            n = 1
+            for d in frag.shape:
+                n *= int(d)
+            flat = Buffer(self.fresh(frag.name + "_stage"), (n,), frag.dtype, "shared.dyn", span=frag.span)
+            self.scratch[frag] = flat
+            self.allocs.append(flat)
+            got = flat
+        return got
+
+    # -- element access -------------------------------------------------------------------------
+    def load(self, buf: Buffer, idx: Sequence[Any], k: Any = None, staged: bool = False) -> Expr:
+        """The element ``buf[idx]``; for a fragment, register ``k`` (or its staged copy)."""
+        idx = tuple(E.as_expr(i) for i in idx)
+        if buf.scope in SHARED:
+            flat, lay = self.shared(buf)
+            return BufferLoad(flat, (lay.offset(idx),))
+        if buf.scope == "local.fragment":
+            if staged or k is None:
+                return BufferLoad(self.scratch_of(buf), (_flat(idx, buf.shape),))
+            return BufferLoad(self.reg(buf), (E.as_expr(k),))
+        return BufferLoad(buf, idx)
+
+    def store(self, buf: Buffer, idx: Sequence[Any], value: Expr, k: Any = None,
+              staged: bool = False) -> Stmt:
+        idx = tuple(E.as_expr(i) for i in idx)
+        value = E.cast(buf.dtype, value)
+        if buf.scope in SHARED:
+            flat, lay = self.shared(buf)
+            return BufferStore(flat, (lay.offset(idx),), value)
+        if buf.scope == "local.fragment":
+            if staged or k is None:
+                return BufferStore(self.scratch_of(buf), (_flat(idx, buf.shape),), value)
+            return BufferStore(self.reg(buf), (E.as_expr(k),), value)
+        return BufferStore(buf, idx, value)
+
+    # -- staging fragments through shared memory -----------------------------------------------
+    def stage_out(self, frag: Buffer) -> Stmt:
+        """Every thread writes its registers of ``frag`` to the fragment's shared copy."""
+        lay = self.layout(frag)
+        return self.unroll("k", lay.local_size, lambda k: guard_primary(
+            lay, self.tid, k, self.store(frag, lay.coords(self.tid, k), self.load(frag, (), k), staged=True)))
+
+    def stage_in(self, frag: Buffer) -> Stmt:
+        """Every thread reloads its registers of ``frag`` from the shared copy."""
+        lay = self.layout(frag)
+        return self.unroll("k", lay.local_size, lambda k: self.store(
+            frag, (), self.load(frag, lay.coords(self.tid, k), staged=True), k=k))
+
+
+def _flat(idx: Sequence[Expr], shape: Sequence[Any]) -> Expr:
+    from tegula.layout.fragment import flatten
+
+    return flatten(idx, shape)
+
+
+def primary(lay: Fragment, t: Expr, k: Any) -> Optional[Expr]:
+    """Condition under which thread ``t`` is the one owner of register ``k`` (None: always)."""
+    if isinstance(lay, Replicated):
+        return E.compare("eq", t, 0)
+    if isinstance(lay, RowsOf):
+        p = lay.parent
+        if isinstance(p, MmaLayout):
+            cond = E.compare("eq", t % 4, 0)
+            if p.wn > 1:
+                cond = E.binary("and", cond, E.compare("eq", (t // 32) % p.wn, 0))
+            return cond
+        if isinstance(p, RowLayout) and p.tpr > 1:
+            return E.compare("eq", t % p.tpr, 0)
+    return None
+
+
+def guard_primary(lay: Fragment, t: Expr, k: Any, stmt: Stmt) -> Stmt:
+    cond = primary(lay, t, k)
+    return stmt if cond is None else IfThenElse(cond, stmt)
+
+
+def in_bounds(buf: Buffer, idx: Sequence[Expr], ranges: Optional[dict] = None) -> Optional[Expr]:
+    """``0 <= idx < shape`` for every dim that may be out of range (None when provably inside)."""
+    from tegula.arith.bound import bound
+
+    cond: Optional[Expr] = None
+    for i, d in zip(idx, buf.shape):
+        b = bound(i, ranges)
+        lo_ok = b is not None and b[0] is not None and b[0] >= 0
+        hi_ok = b is not None and isinstance(d, int) and b[1] is not None and b[1] < d
+        parts = []
+        if not lo_ok:
+            parts.append(E.compare("ge", i, 0))
+        if not hi_ok:
+            parts.append(E.compare("lt", i, d))
+        for p in parts:
+            cond = p if cond is None else E.binary("and", cond, p)
+    return cond
+
+
+def region_index(r: BufferRegion, tile_idx: Sequence[Expr]) -> tuple[Expr, ...]:
+    """Buffer indices of element ``tile_idx`` (over the non-unit extents) of region ``r``."""
+    out = []
+    it = iter(tile_idx)
+    for s, e in r.ranges:
+        if isinstance(e, int) and e == 1:
+            out.append(s)
+        else:
+            out.append(s + next(it))
+    rest = list(it)
+    if rest:
+        raise UnsupportedError("region rank mismatch in lowering")
+    return tuple(out)
+
+
+def whole(r: BufferRegion) -> bool:
+    from tegula.arith.simplify import const_int
+
+    return all(const_int(s) == 0 and e == d for (s, e), d in zip(r.ranges, r.buffer.shape))

@@ -1,0 +1,43 @@
+"""The CUDA pipeline: tile-level IR in, thread-level IR out (then codegen).
+
+Each step is a function from IR to IR in ``passes/``; ``lower`` lists them in order, and
+``tegula.tools.trace`` prints the IR after each one.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from tegula.arith.simplify import simplify_stmt
+from tegula.ir.stmt import PrimFunc
+from tegula.passconfig import PassConfigKey
+from tegula.target import Target
+
+
+def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[PrimFunc], PrimFunc]]]:
+    """The passes of the CUDA pipeline, in order, with their names."""
+    from tegula.backends.cuda.passes.insert_barriers import insert_barriers
+    from tegula.backends.cuda.passes.lower_tile_ops import lower_tile_ops
+    from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
+
+    out: list[tuple[str, Callable[[PrimFunc], PrimFunc]]] = [
+        # fold index arithmetic the frontend left (ceildiv of constants, x*64+64-x*64, ...)
+        ("Simplify", simplify_stmt),
+        # T.Pipelined: multi-buffer the shared tiles its copies fill, issue them stages ahead
+        # with cp.async; must see tile-level copies, so it runs before lowering
+        ("PipelineCopies", pipeline_copies),
+        # layouts, then tile ops and parallel loops to per-thread code
+        ("LowerTileOps", lower_tile_ops),
+    ]
+    if not pass_configs.get(PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION):
+        # barriers wherever threads hand shared memory to each other
+        out.append(("InsertBarriers", insert_barriers))
+    # clean up the index arithmetic lowering produced
+    out.append(("SimplifyLowered", simplify_stmt))
+    return out
+
+
+def lower(func: PrimFunc, target: Target, pass_configs: dict) -> PrimFunc:
+    """Lower ``func`` to thread-level IR for ``target`` (see codegen's docstring for that IR)."""
+    for _name, p in passes(target, pass_configs):
+        func = p(func)
+    return func
