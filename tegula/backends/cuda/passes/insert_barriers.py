@@ -125,6 +125,8 @@ class _Inserter:
         if isinstance(s, AttrStmt):
             if s.key == "tile_op":
                 return self._tile_op(s, st)
+            if s.key == "pipeline_issue":  # ordered by the pipeline's own barriers
+                return [s]
             return [AttrStmt(s.key, s.value, seq(*self.block(_stmts(s.body), st)), span=s.span)]
         if isinstance(s, LetStmt):
             if not self.uniform(s.value):

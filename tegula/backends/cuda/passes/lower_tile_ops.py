@@ -207,6 +207,9 @@ class _Block:
     def s_Evaluate(self, s: Evaluate) -> Stmt:
         return s
 
+    def s_AttrStmt(self, s: AttrStmt) -> Stmt:
+        return AttrStmt(s.key, s.value, self.lower(s.body), span=s.span)
+
     def s_BufferStore(self, s: BufferStore) -> Stmt:
         ctx, b = self.ctx, s.buffer
         value = self.expr(s.value)

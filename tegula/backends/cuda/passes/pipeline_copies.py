@@ -1,11 +1,207 @@
-"""Software pipelining of ``T.Pipelined`` loops (multi-buffered shared tiles, cp.async).
+"""Software-pipeline ``T.Pipelined(n, num_stages=S)`` loops: their global -> shared copies run
+``S - 1`` iterations ahead with ``cp.async``, into ``S`` copies of each shared tile.
 
-Not applied yet: the loop runs as a plain serial loop with synchronous copies.
+A copy qualifies (a *producer*) when it sits at the top level of the loop body, reads global
+memory at indices that depend only on the loop variable and values fixed before the loop, and
+writes a shared tile that nothing else in the loop writes and nothing after the loop reads.
+Everything else in the body is the *consumer* part and reads stage ``k % S``.
+
+Before/after (S = 3, one producer)::
+
+    for k in T.Pipelined(n, num_stages=3):       A_s = T.alloc_shared((3, 128, 32), "float16")
+        T.copy(A[by * 128, k * 32], A_s)         for s in (0, 1):                        # prologue
+        T.gemm(A_s, B_s, C)                          if s < n: T.copy(A[.., s * 32], A_s[s])  # async
+                                                     T.cp_async_commit()
+                                                 for k in T.serial(n):
+                                                     if k + 2 < n: T.copy(A[.., (k + 2) * 32], A_s[(k + 2) % 3])
+                                                     T.cp_async_commit()
+                                                     T.cp_async_wait(2)
+                                                     T.sync_threads()
+                                                     T.gemm(A_s[k % 3], B_s, C)
+                                                     T.sync_threads()
+
+The issue statements are wrapped in ``AttrStmt("pipeline_issue", ...)``: barrier insertion
+leaves them to the barriers placed here.
 """
 from __future__ import annotations
 
-from tegula.ir.stmt import PrimFunc
+from typing import Any, Optional
+
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.expr import Builtin, BufferLoad, Var
+from tegula.ir.stmt import (AttrStmt, BufferStore, Copy, Evaluate, For, IfThenElse, Kernel, PrimFunc, SeqStmt,
+                            Stmt, seq)
+from tegula.ir.visitor import Mutator, Visitor, collect_vars, substitute
+
+SHARED = ("shared", "shared.dyn")
+
+
+def _builtin(name: str, template: tuple = ()) -> Stmt:
+    attrs = (("template", template),) if template else ()
+    return Evaluate(Builtin(name, (), dt.bool_, attrs))
+
+
+def _defined_in(body: Stmt) -> set:
+    out: set = set()
+
+    class V(Visitor):
+        def visit_def(s, node: Any) -> None:
+            if isinstance(node, Var):
+                out.add(node)
+
+    V().visit(body)
+    return out
+
+
+def _written_buffers(s: Any) -> list:
+    out: list = []
+
+    class V(Visitor):
+        def visit_BufferStore(v, n: Any) -> None:
+            out.append(n.buffer)
+            v.generic_visit(n)
+
+        def visit_TileOp(v, n: Any) -> None:
+            for f in ("dst", "C"):
+                r = getattr(n, f, None)
+                if isinstance(r, BufferRegion):
+                    out.append(r.buffer)
+            v.generic_visit(n)
+
+    V().visit(s)
+    return out
+
+
+def _used_buffers(s: Any) -> set:
+    out: set = set()
+
+    class V(Visitor):
+        def visit_Buffer(v, b: Buffer) -> None:
+            out.add(b)
+
+    V().visit(s)
+    return out
+
+
+class _Restage(Mutator):
+    """Point every use of a pipelined tile at its stage ``stage``."""
+
+    def __init__(self, bufs: dict, stage: E.Expr):
+        super().__init__()
+        self.bufs, self.stage = bufs, stage
+
+    def visit_BufferRegion(self, r: BufferRegion) -> Any:
+        nb = self.bufs.get(r.buffer)
+        ranges = tuple((self.visit(s), e if isinstance(e, int) else self.visit(e)) for s, e in r.ranges)
+        if nb is None:
+            return BufferRegion(r.buffer, ranges, span=r.span)
+        return BufferRegion(nb, ((self.stage, 1),) + ranges, span=r.span)
+
+    def visit_BufferLoad(self, n: BufferLoad) -> Any:
+        idx = tuple(self.visit(i) for i in n.indices)
+        nb = self.bufs.get(n.buffer)
+        if nb is None:
+            return BufferLoad(n.buffer, idx, span=n.span)
+        return BufferLoad(nb, (self.stage,) + idx, span=n.span)
+
+    def visit_BufferStore(self, n: Any) -> Any:
+
+        idx = tuple(self.visit(i) for i in n.indices)
+        v = self.visit(n.value)
+        nb = self.bufs.get(n.buffer)
+        if nb is None:
+            return BufferStore(n.buffer, idx, v, span=n.span)
+        return BufferStore(nb, (self.stage,) + idx, v, span=n.span)
+
+
+def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[Stmt]:
+    S = int(loop.annotations.get("num_stages", 0) or 0)
+    if S < 2 or loop.step != 1:
+        return None
+    body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
+    inner_defs = _defined_in(loop.body)
+    producers, consumers = [], []
+    for s in body:
+        if isinstance(s, Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope in SHARED \
+                and not (set(collect_vars(s.src)) & inner_defs):
+            producers.append(s)
+        else:
+            consumers.append(s)
+    if not producers:
+        return None
+    tiles = [p.dst.buffer for p in producers]
+    written_elsewhere = set(_written_buffers(seq(*consumers)))
+    used_after = _used_buffers(seq(*others)) if others else set()
+    if len(set(tiles)) != len(tiles) or any(t in written_elsewhere or t in used_after for t in tiles):
+        return None
+    for t in tiles:
+        if t not in new_allocs:
+            new_allocs[t] = Buffer(t.name, (S,) + tuple(t.shape), t.dtype, t.scope, span=t.span)
+    mb = {t: new_allocs[t] for t in tiles}
+    k, n, start = loop.var, loop.extent, loop.start
+
+    def issue(it: E.Expr) -> Stmt:
+        """The producer copies of iteration ``it`` (0-based), into stage it % S."""
+        kval = start + it
+        stage = it % S
+        out = []
+        for p in producers:
+            src = substitute(p.src, {k: kval})
+            dst = _Restage(mb, stage).visit(p.dst)
+            out.append(Copy(src, dst, {**p.annotations, "async": True}, span=p.span))
+        return seq(*out)
+
+    commit = _builtin("tl::cp_async_commit")
+    prologue = []
+    for s in range(S - 1):
+        guard = E.compare("lt", E.const(s), n)
+        st = issue(E.const(s))
+        prologue.append(AttrStmt("pipeline_issue", S, st if isinstance(guard, E.Const) and guard.value
+                                 else IfThenElse(guard, st), span=loop.span))
+        prologue.append(commit)
+    it = k - start
+    ahead = it + (S - 1)
+    nxt = AttrStmt("pipeline_issue", S, IfThenElse(E.compare("lt", ahead, n), issue(ahead)), span=loop.span)
+    cons = _Restage(mb, it % S).visit(seq(*consumers))
+    sync = _builtin("sync_threads")
+    new_body = seq(nxt, commit, _builtin("tl::cp_async_wait", (S - 1,)), sync, cons, sync)
+    return seq(*prologue, For(k, start, n, new_body, "serial", 1,
+                              {a: v for a, v in loop.annotations.items() if a not in ("num_stages",)},
+                              span=loop.span))
 
 
 def pipeline_copies(func: PrimFunc) -> PrimFunc:
-    return func
+    """Apply software pipelining to every qualifying ``T.Pipelined`` loop."""
+
+    class M(Mutator):
+        def visit_Kernel(self, kern: Kernel) -> Kernel:
+            new_allocs: dict = {}
+
+            def walk(s: Stmt, after: list[Stmt]) -> Stmt:
+                if isinstance(s, SeqStmt):
+                    out = []
+                    items = list(s.stmts)
+                    for i, x in enumerate(items):
+                        out.append(walk(x, items[:i] + items[i + 1:] + after))
+                    return seq(*out)
+                if isinstance(s, For) and s.kind == "pipelined":
+                    got = _pipeline_loop(s, after, new_allocs)
+                    if got is not None:
+                        return got
+                    return For(s.var, s.start, s.extent, walk(s.body, after), s.kind, s.step,
+                               dict(s.annotations), span=s.span)
+                if isinstance(s, For):
+                    return For(s.var, s.start, s.extent, walk(s.body, [s.body] + after), s.kind, s.step,
+                               dict(s.annotations), span=s.span)
+                return s
+
+            body = walk(kern.body, [])
+            if not new_allocs:
+                return kern
+            allocs = tuple(new_allocs.get(b, b) for b in kern.allocs)
+            return Kernel(kern.grid, kern.threads, kern.block_vars, allocs, body, dict(kern.alloc_inits),
+                          dict(kern.annotations), thread_var=kern.thread_var, span=kern.span)
+
+    return M().visit(func)
