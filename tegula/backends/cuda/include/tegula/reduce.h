@@ -44,6 +44,16 @@ TL_DEVICE T shfl_xor(T x, int mask, unsigned active = 0xffffffffu) {
   }
 }
 
+/// shfl_xor within segments of width lanes (a power of two <= 32), as __shfl_xor_sync's width.
+template <class T>
+TL_DEVICE T shfl_xor_width(T x, int mask, int width, unsigned active = 0xffffffffu) {
+  if constexpr (sizeof(T) == 1 || is_same<T, short>::value || is_same<T, unsigned short>::value) {
+    return static_cast<T>(__shfl_xor_sync(active, static_cast<int>(x), mask, width));
+  } else {
+    return __shfl_xor_sync(active, x, mask, width);
+  }
+}
+
 /// Reduce x over Lanes lanes spaced Stride apart (lanes l, l ^ Stride, l ^ 2*Stride, ...), with
 /// Lanes a power of two and Lanes * Stride <= 32. Every participating lane gets the result.
 /// Example: Lanes = 4, Stride = 1 reduces within each quad; Lanes = 8, Stride = 4 reduces over the

@@ -1,0 +1,494 @@
+"""CUDA C++ code generation from thread-level IR.
+
+``codegen(func, target, pass_configs) -> CudaModule`` turns a lowered ``PrimFunc`` into one
+translation unit with one ``extern "C" __global__`` function per ``Kernel``, plus what the
+launcher needs to run them (kernel names, grid expressions, block dims, dynamic shared memory
+bytes, the parameter list).
+
+Thread-level IR (what the CUDA pipeline hands to codegen)
+---------------------------------------------------------
+- A ``PrimFunc`` whose params are global ``Buffer``s and scalar ``Var``s; its body is one
+  ``Kernel`` or a ``SeqStmt`` of ``Kernel``s, launched in order on one stream. Nothing else at
+  the top level.
+- Every kernel function takes the same parameters: each buffer param as ``T* __restrict__``
+  (``const T*`` when the kernel never writes it nor takes its address), each scalar param by
+  value, then each dynamic dimension (``func.dynamic_vars()``) as its integer type.
+- ``Kernel``: ``grid`` holds up to 3 ints or expressions over scalar params and dynamic dims
+  (evaluated on the host at launch); ``threads`` is blockDim (x, y, z); ``block_vars[i]`` is
+  blockIdx.x / y / z; ``thread_var`` (when set) is the flattened thread index
+  ``threadIdx.x + threadIdx.y * bdx + threadIdx.z * bdx * bdy``.
+  ``annotations["swizzle"] = (panel, order)`` rasterizes a 2-D grid for L2 reuse. With the
+  linear block id ``L = blockIdx.x + blockIdx.y * gridDim.x`` and ``gx, gy = gridDim.x, y``:
+  order ``"row"`` cuts the grid into strips of ``panel`` columns (the last one may be narrower,
+  ``w = min(panel, gx - s * panel)``) and walks each strip row by row::
+
+      s = L / (panel * gy);  r = L % (panel * gy);  w = min(panel, gx - s * panel)
+      bx = s * panel + r % w;  by = r / w
+
+  order ``"col"`` is the same with the roles of x and y swapped (strips of ``panel`` rows walked
+  column by column). Each strip holds exactly ``w * gy`` consecutive ids, so this is a
+  bijection of the grid, ragged last strip included. Consecutive blocks share the B-tile
+  columns of one strip and sweep its rows.
+- ``allocs``: ``"shared"`` / ``"shared.dyn"`` buffers are carved from one ``extern __shared__``
+  array, at ``annotations["smem_offsets"][buffer]`` bytes when given, else packed in order at
+  128-byte alignment; the total is ``KernelInfo.smem_bytes``. ``"local"`` buffers are per-thread
+  arrays ``T name[numel]``; ``"local.var"`` buffers are scalars ``T name = init`` (init from
+  ``alloc_inits``, else 0). ``"local.fragment"`` must have been lowered away.
+- Statements: ``SeqStmt``; ``For`` of kind ``"serial"`` (plain loop) or ``"unroll"`` /
+  ``"vectorized"`` (``#pragma unroll``), with ``start``, ``extent`` (maybe an expression) and
+  ``step``; ``While``; ``Break``; ``Continue``; ``IfThenElse``; ``BufferStore`` (indices flattened
+  row-major over the buffer's shape, dynamic dims included, or over its ``strides``);
+  ``LetStmt`` (``const T name = value;`` visible to the rest of the enclosing sequence); and
+  ``Evaluate(Builtin)`` for effects. Tile operations must have been lowered.
+- Expressions: everything in :mod:`tegula.ir.expr`, spelled by
+  :mod:`tegula.backends.cuda.codegen_expr`: integer ``//`` and ``%`` round toward -inf
+  (``tl::floordiv`` / ``tl::floormod``, or a shift / mask for a power-of-two divisor), ``div``
+  on ints truncates; math intrinsics use the float or double C function (``expf`` vs ``exp``),
+  half / bfloat16 / fp8 compute in float; pass config ``tl.enable_fast_math`` picks the
+  ``__expf``-style intrinsics. ``Builtin`` names:
+
+  ============== ===========================================================================
+  thread_idx     the flattened thread index
+  sync_threads   ``__syncthreads()``  (``sync_warp``: ``__syncwarp()``)
+  address_of     ``&buf[flat]`` of its one BufferLoad argument
+  reinterpret    ``*reinterpret_cast<ctype*>(&buf[flat])``, attrs ``ctype``: an lvalue
+  assign         ``lhs = rhs`` (lhs a load or a reinterpret): vector stores
+  shfl_xor       (value, mask[, width]) -> ``tl::shfl_xor`` / ``tl::shfl_xor_width``
+  printf         attrs ``fmt``; the args follow
+  ``a::b``       a call of that C++ function, attrs ``template`` = (args...) -> ``a::b<...>(...)``
+  ============== ===========================================================================
+
+Readability: before the code of each kernel source line, a comment ``// file.py:LINE  <line>``
+(taken from node spans) appears once per change of line.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from tegula.errors import ResourceError, UnsupportedError, VerifyError
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir import stmt as S
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Var
+from tegula.ir.visitor import post_order_visit
+from tegula.backends.cuda.codegen_expr import REL, ExprPrinter, Names, literal
+
+INDENT = "  "
+SMEM_ALIGN = 128
+SMEM_NAME = "tl_smem"
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    """One kernel parameter: a buffer pointer, a scalar, or a dynamic dimension.
+
+    ``source`` is the PrimFunc parameter position (buffers, scalars), or for a dimension the
+    (parameter position, axis) of the first buffer whose shape holds it.
+    """
+
+    name: str            # C name
+    kind: str            # "buffer", "scalar" or "dim"
+    dtype: dt.DType      # element type (buffers) or value type
+    source: Any
+    var: Optional[Var] = None  # the IR variable (scalars and dims)
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    name: str
+    grid: tuple          # 3 dims: ints or expressions over scalar params / dynamic dims
+    block: tuple[int, int, int]
+    smem_bytes: int
+
+
+@dataclass
+class CudaModule:
+    """Generated source with what is needed to launch it."""
+
+    source: str
+    kernels: list[KernelInfo]
+    params: list[ParamInfo]
+    headers: list[str] = field(default_factory=list)
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return [k.name for k in self.kernels]
+
+
+# ---------------------------------------------------------------------------------------------
+# Headers: which of include/tegula/*.h defines each tl:: name
+# ---------------------------------------------------------------------------------------------
+
+_HEADER_DIR = Path(__file__).resolve().parent / "include" / "tegula"
+_DEF_RE = re.compile(r"(?:TL_DEVICE|TL_HOST_DEVICE|struct|enum class)\s+(?:[\w:<>,\s\*&]*?\s)?\**(\w+)\s*[({]")
+_MACRO_DEF_RE = re.compile(r"^TL_\w+\((\w+),", re.M)  # TL_UNARY_MATH(exp, ...)
+_header_of: Optional[dict[str, str]] = None
+
+
+def _header_map() -> dict[str, str]:
+    global _header_of
+    if _header_of is None:
+        found: dict[str, str] = {}
+        for h in ("common.h", "copy.h", "ldmatrix.h", "mma.h", "reduce.h", "print.h", "barrier.h",
+                  "tma.h", "wgmma.h", "wgmma_ops.h"):
+            path = _HEADER_DIR / h
+            if path.is_file():
+                text = path.read_text()
+                for m in list(_DEF_RE.finditer(text)) + list(_MACRO_DEF_RE.finditer(text)):
+                    found.setdefault(m.group(1), "wgmma.h" if h == "wgmma_ops.h" else h)
+        _header_of = found
+    return _header_of
+
+
+def _headers_for(body: str) -> list[str]:
+    hmap = _header_map()
+    wanted = {"common.h"}
+    for name in set(re.findall(r"\btl::(\w+)", body)):
+        wanted.add(hmap.get(name, "tegula.h"))
+    if re.search(r"\bprintf\(", body):
+        wanted.add("print.h")
+    order = ["common.h", "copy.h", "ldmatrix.h", "mma.h", "reduce.h", "print.h", "barrier.h",
+             "tma.h", "wgmma.h", "tegula.h"]
+    return [h for h in order if h in wanted]
+
+
+# ---------------------------------------------------------------------------------------------
+# Statements
+# ---------------------------------------------------------------------------------------------
+
+class _Emitter:
+    """Writes the body of one kernel function, line by line."""
+
+    def __init__(self, p: ExprPrinter):
+        self.p = p
+        self.lines: list[str] = []
+        self.depth = 1
+        self.last_src: Optional[tuple[str, int]] = None
+
+    def line(self, text: str) -> None:
+        self.lines.append(INDENT * self.depth + text)
+
+    def source_comment(self, node: Any) -> None:
+        span = getattr(node, "span", None)
+        if span is None or not getattr(span, "file", None):
+            return
+        key = (span.file, span.line)
+        if key == self.last_src:
+            return
+        self.last_src = key
+        src = span.source_line().strip()
+        self.line(f"// {span.short()}  {src}".rstrip())
+
+    def block(self, body: S.Stmt) -> None:
+        self.depth += 1
+        self.stmt(body)
+        self.depth -= 1
+
+    def stmt(self, s: S.Stmt) -> None:
+        if isinstance(s, S.SeqStmt):
+            for c in s.stmts:
+                self.stmt(c)
+            return
+        rule = _STMT_RULES.get(type(s))
+        if rule is None:
+            if isinstance(s, S.TileOp):
+                raise UnsupportedError(f"tile operation {type(s).__name__} reached codegen: it must be "
+                                       "lowered by the CUDA pipeline first", span=s.span)
+            raise UnsupportedError(f"unimplemented statement {type(s).__name__} for target cuda", span=s.span)
+        self.source_comment(s)
+        rule(self, s)
+
+
+def _for(em: _Emitter, s: S.For) -> None:
+    p = em.p
+    if s.kind not in ("serial", "unroll", "vectorized"):
+        raise UnsupportedError(f"a '{s.kind}' loop reached codegen: the CUDA pipeline must lower it "
+                               "to serial, unrolled or vectorized loops", span=s.span)
+    if s.kind in ("unroll", "vectorized"):
+        em.line("#pragma unroll")
+    v = em.p.names.bind(s.var)
+    ctype = s.var.dtype.ctype
+    start = E.cast(s.var.dtype, E.as_expr(s.start))
+    step = int(s.step)
+    extent = E.cast(s.var.dtype, E.as_expr(s.extent))
+    stop = extent if (isinstance(start, E.Const) and start.value == 0 and step == 1) else \
+        E.binary("add", start, extent if step == 1 else E.binary("mul", extent, step))
+    inc = f"++{v}" if step == 1 else (f"{v} += {step}" if step > 0 else f"{v} -= {-step}")
+    cmp = "<" if step > 0 else ">"
+    if _has_load(stop):  # the trip count is fixed when the loop starts
+        end = em.p.names.fresh(f"{v}_end")
+        head = f"{ctype} {v} = {p(start)}, {end} = {p(stop)}; {v} {cmp} {end}; {inc}"
+    else:
+        head = f"{ctype} {v} = {p(start)}; {v} {cmp} {p.sub(stop, REL, True)}; {inc}"
+    em.line(f"for ({head}) {{")
+    em.block(s.body)
+    em.line("}")
+
+
+def _has_load(e: E.Expr) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, (E.BufferLoad, E.Builtin)) else None)
+    return bool(found)
+
+
+def _while(em: _Emitter, s: S.While) -> None:
+    em.line(f"while ({em.p(s.cond)}) {{")
+    em.block(s.body)
+    em.line("}")
+
+
+def _if(em: _Emitter, s: S.IfThenElse) -> None:
+    em.line(f"if ({em.p(s.cond)}) {{")
+    em.block(s.then)
+    else_ = s.else_
+    while isinstance(else_, S.IfThenElse):
+        em.line(f"}} else if ({em.p(else_.cond)}) {{")
+        em.block(else_.then)
+        else_ = else_.else_
+    if else_ is not None:
+        em.line("} else {")
+        em.block(else_)
+    em.line("}")
+
+
+def _store(em: _Emitter, s: S.BufferStore) -> None:
+    p = em.p
+    lhs, _ = p.element(s.buffer, s.indices)
+    value = E.cast(s.buffer.dtype, E.as_expr(s.value, like=s.buffer.dtype))
+    em.line(f"{lhs} = {p(value)};")
+
+
+def _let(em: _Emitter, s: S.LetStmt) -> None:
+    value = em.p(s.value)  # before binding: the value may mention an earlier binding of the var
+    name = em.p.names.bind(s.var)
+    em.line(f"const {s.var.dtype.ctype} {name} = {value};")
+
+
+def _evaluate(em: _Emitter, s: S.Evaluate) -> None:
+    text = em.p(s.value)
+    em.line(f"{text};" if isinstance(s.value, E.Builtin) else f"(void)({text});")
+
+
+def _kernel_in_kernel(em: _Emitter, s: S.Kernel) -> None:
+    raise VerifyError("a Kernel nested inside another Kernel", span=s.span)
+
+
+_STMT_RULES: dict[type, Any] = {
+    S.For: _for, S.While: _while, S.IfThenElse: _if, S.BufferStore: _store, S.LetStmt: _let,
+    S.Evaluate: _evaluate, S.Kernel: _kernel_in_kernel,
+    S.Break: lambda em, s: em.line("break;"),
+    S.Continue: lambda em, s: em.line("continue;"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------
+
+def _kernels_of(func: S.PrimFunc) -> list[S.Kernel]:
+    body = func.body
+    stmts = body.stmts if isinstance(body, S.SeqStmt) else (body,)
+    out = []
+    for s in stmts:
+        if not isinstance(s, S.Kernel):
+            raise UnsupportedError(f"codegen expects only Kernel launches at the top level of "
+                                   f"'{func.name}', found {type(s).__name__}", span=s.span)
+        out.append(s)
+    if not out:
+        raise UnsupportedError(f"'{func.name}' launches no kernel")
+    return out
+
+
+def _written_buffers(func: S.PrimFunc) -> set[int]:
+    """ids of global buffers stored to, or whose address is taken (not candidates for const)."""
+    written: set[int] = set()
+
+    def visit(n: Any) -> None:
+        if isinstance(n, S.BufferStore):
+            written.add(id(n.buffer))
+        elif isinstance(n, E.Builtin) and n.name in ("address_of", "assign"):
+            for a in n.args[:1]:
+                if isinstance(a, E.BufferLoad):
+                    written.add(id(a.buffer))
+                elif isinstance(a, E.Builtin):
+                    for b in a.args[:1]:
+                        if isinstance(b, E.BufferLoad):
+                            written.add(id(b.buffer))
+    post_order_visit(func.body, visit)
+    return written
+
+
+def _params(func: S.PrimFunc) -> list[ParamInfo]:
+    names = Names()
+    params: list[ParamInfo] = []
+    for i, p in enumerate(func.params):
+        if isinstance(p, Buffer):
+            params.append(ParamInfo(names.fresh(p.name), "buffer", p.dtype, i))
+        else:
+            params.append(ParamInfo(names.fresh(p.name), "scalar", p.dtype, i, p))
+    scalars = {id(p) for p in func.params if isinstance(p, Var)}
+    for v in func.dynamic_vars():
+        if id(v) in scalars:
+            continue
+        src = next((i, k) for i, p in enumerate(func.params) if isinstance(p, Buffer)
+                   for k, d in enumerate(p.shape) if d is v)
+        params.append(ParamInfo(names.fresh(v.name), "dim", v.dtype, src, v))
+    return params
+
+
+def _smem_layout(k: S.Kernel) -> tuple[dict[int, int], int]:
+    offsets = k.annotations.get("smem_offsets") or {}
+    out: dict[int, int] = {}
+    total = 0
+    cursor = 0
+    for b in k.allocs:
+        if b.scope not in ("shared", "shared.dyn"):
+            continue
+        if not b.is_static:
+            raise UnsupportedError(f"shared buffer '{b.name}' has a dynamic shape {b.shape}", span=b.span)
+        if b in offsets:
+            off = int(offsets[b])
+        else:
+            off = (cursor + SMEM_ALIGN - 1) // SMEM_ALIGN * SMEM_ALIGN
+            cursor = off + b.nbytes()
+        out[id(b)] = off
+        total = max(total, off + b.nbytes())
+    return out, total
+
+
+def _swizzle_lines(k: S.Kernel, bx: str, by: str, names: Names) -> list[str]:
+    panel, order = k.annotations["swizzle"]
+    panel = int(panel)
+    lid, strip, rem, width = (names.fresh(n, internal=True) for n in ("tl_block_id", "tl_strip", "tl_rem", "tl_width"))
+    fast, slow = ("x", "y") if order == "row" else ("y", "x")
+    fast_var, slow_var = (bx, by) if order == "row" else (by, bx)
+    return [
+        f"// block rasterization: strips of {panel} {'columns' if order == 'row' else 'rows'}, "
+        f"walked {'row' if order == 'row' else 'column'} by {'row' if order == 'row' else 'column'}",
+        f"const int {lid} = blockIdx.x + blockIdx.y * gridDim.x;",
+        f"const int {strip} = {lid} / ({panel} * gridDim.{slow});",
+        f"const int {rem} = {lid} % ({panel} * gridDim.{slow});",
+        f"const int {width} = min({panel}, (int)gridDim.{fast} - {strip} * {panel});",
+        f"const int {fast_var} = {strip} * {panel} + {rem} % {width};",
+        f"const int {slow_var} = {rem} / {width};",
+    ]
+
+
+def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamInfo],
+                 const_ids: set[int], fast_math: bool, index64: bool) -> tuple[str, KernelInfo]:
+    names = Names()
+    decls = []
+    const_buffers = []
+    for info in params:
+        names.used.add(info.name)
+        if info.kind == "buffer":
+            buf = func.params[info.source]
+            names.of[id(buf)] = info.name
+            const = id(buf) in const_ids
+            if const:
+                const_buffers.append(buf)
+            decls.append(f"{'const ' if const else ''}{info.dtype.ctype}* __restrict__ {info.name}")
+        else:
+            names.of[id(info.var)] = info.name
+            decls.append(f"{info.dtype.ctype} {info.name}")
+
+    if len(k.threads) > 3 or len(k.grid) > 3 or len(k.block_vars) > 3:
+        raise UnsupportedError("a kernel has at most 3 grid and 3 thread dimensions", span=k.span)
+    block = tuple(int(t) for t in k.threads) + (1,) * (3 - len(k.threads))
+    nthreads = block[0] * block[1] * block[2]
+    if nthreads > 1024 or nthreads < 1:
+        raise ResourceError(f"a CUDA block has 1 to 1024 threads, this kernel asks for {nthreads}", span=k.span)
+    grid = tuple(k.grid) + (1,) * (3 - len(k.grid))
+
+    head: list[str] = []
+    offsets, smem_bytes = _smem_layout(k)
+    if offsets:
+        head.append(f"extern __shared__ __align__(1024) unsigned char {SMEM_NAME}[];")
+    # thread index
+    if block[1] == 1 and block[2] == 1:
+        tid_text = "threadIdx.x"
+    elif block[2] == 1:
+        tid_text = f"(threadIdx.x + threadIdx.y * {block[0]})"
+    else:
+        tid_text = f"(threadIdx.x + threadIdx.y * {block[0]} + threadIdx.z * {block[0] * block[1]})"
+    if k.thread_var is not None:
+        tname = names.bind(k.thread_var)
+        head.append(f"const {k.thread_var.dtype.ctype} {tname} = {tid_text};")
+        tid_text = tname
+    # block indices
+    bnames = [names.bind(v) for v in k.block_vars]
+    swz = k.annotations.get("swizzle")
+    if swz and len(bnames) >= 2 and swz[1] in ("row", "col") and int(swz[0]) > 0:
+        head.extend(_swizzle_lines(k, bnames[0], bnames[1], names))
+        rest = 2
+    else:
+        rest = 0
+    for v, name, axis in list(zip(k.block_vars, bnames, "xyz"))[rest:]:
+        head.append(f"const {v.dtype.ctype} {name} = blockIdx.{axis};")
+    # allocations
+    p = ExprPrinter(names, thread_idx=tid_text, fast_math=fast_math,
+                    const_buffers=frozenset(const_buffers), index64=index64)
+    for b in k.allocs:
+        name = names.bind(b)
+        ctype = b.dtype.ctype
+        if b.scope in ("shared", "shared.dyn"):
+            head.append(f"{ctype}* {name} = reinterpret_cast<{ctype}*>({SMEM_NAME} + {offsets[id(b)]});")
+        elif b.scope == "local":
+            n = b.numel()
+            if not isinstance(n, int):
+                raise UnsupportedError(f"local buffer '{b.name}' has a dynamic shape {b.shape}", span=b.span)
+            align = "__align__(16) " if n * b.dtype.itemsize >= 16 else ""
+            head.append(f"{align}{ctype} {name}[{n}];")
+        elif b.scope == "local.var":
+            init = k.alloc_inits.get(b, 0)
+            value = E.cast(b.dtype, E.as_expr(init, like=b.dtype))
+            head.append(f"{ctype} {name} = {p(value)};")
+        else:
+            raise UnsupportedError(f"buffer '{b.name}' of scope '{b.scope}' cannot be allocated in a "
+                                   "kernel by codegen (fragments must be lowered first)", span=b.span)
+
+    em = _Emitter(p)
+    em.source_comment(k)
+    for h in head:
+        em.line(h)
+    em.stmt(k.body)
+    sig = f'extern "C" __global__ void __launch_bounds__({nthreads}) {kname}(' + ", ".join(decls) + ")"
+    text = "\n".join([sig + " {", *em.lines, "}"])
+    return text, KernelInfo(kname, grid, block, smem_bytes)  # type: ignore[arg-type]
+
+
+def codegen(func: S.PrimFunc, target: Any = None, pass_configs: Optional[dict] = None) -> CudaModule:
+    """CUDA C++ for a thread-level ``func`` (see the module docstring for what it must hold).
+
+    Returns a :class:`CudaModule`. Raises UnsupportedError for IR that is not thread-level (tile
+    operations, fragments, parallel loops, unknown builtins), ResourceError for a block of more
+    than 1024 threads, VerifyError for a variable used where it is not defined.
+    """
+    cfg = pass_configs or {}
+    fast_math = bool(cfg.get("tl.enable_fast_math", False)) and not cfg.get("tl.disable_fast_math", False)
+    index64 = int(cfg.get("tl.config_index_bitwidth", 32) or 32) >= 64
+    kernels = _kernels_of(func)
+    params = _params(func)
+    written = _written_buffers(func)
+    const_ids = {id(b) for b in func.buffer_params() if id(b) not in written}
+    texts, infos = [], []
+    base = Names().fresh(func.name)
+    for i, k in enumerate(kernels):
+        kname = f"{base}_kernel" if len(kernels) == 1 else f"{base}_kernel_{i}"
+        text, info = _emit_kernel(func, k, kname, params, const_ids, fast_math, index64)
+        texts.append(text)
+        infos.append(info)
+    body = "\n\n".join(texts)
+    headers = _headers_for(body)
+    target_text = f" for {target}" if target is not None else ""
+    top = [f"// Generated by tegula from '{func.name}'{target_text}."]
+    top += [f'#include "tegula/{h}"' for h in headers]
+    source = "\n".join(top) + "\n\n" + body + "\n"
+    return CudaModule(source, infos, params, headers)
+
+
+__all__ = ["codegen", "CudaModule", "KernelInfo", "ParamInfo", "literal"]

@@ -1,0 +1,526 @@
+"""CUDA C++ spelling of thread-level expressions (see :mod:`tegula.backends.cuda.codegen`).
+
+:class:`ExprPrinter` renders an expression to ``(text, precedence)`` so that parentheses appear
+only where C++ needs them (and around mixed bitwise / logical operands, for the reader). Every
+node class, math intrinsic and builtin has one rule in a table; a missing rule raises
+``UnsupportedError("unimplemented ... for target cuda")``.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from tegula.errors import UnsupportedError, VerifyError
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer
+from tegula.ir.dtype import DType
+
+# C++ operator precedence (smaller binds tighter).
+PRIMARY, UNARY, MUL, ADD, SHIFT, REL, EQ, BAND, BXOR, BOR, LAND, LOR, COND = \
+    0, 3, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16
+# Children of these operators get parentheses unless they bind as tightly as a unary operator.
+_PICKY = {SHIFT, BAND, BXOR, BOR, LAND, LOR}
+
+Rendered = tuple[str, int]
+
+_BINARY: dict[str, tuple[str, int]] = {
+    "add": ("+", ADD), "sub": ("-", ADD), "mul": ("*", MUL), "and": ("&&", LAND), "or": ("||", LOR),
+    "bitand": ("&", BAND), "bitor": ("|", BOR), "bitxor": ("^", BXOR), "shl": ("<<", SHIFT),
+    "shr": (">>", SHIFT), "truncdiv": ("/", MUL), "truncmod": ("%", MUL),
+}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_WRAPPING = {"add", "sub", "mul", "shl"}  # can overflow a narrow int: cast the promoted result back
+
+
+def is_lowp(t: DType) -> bool:
+    """float16, bfloat16 and fp8: stored narrow, computed in float."""
+    return t.is_float and t.bits < 32
+
+
+# ---------------------------------------------------------------------------------------------
+# Literals
+# ---------------------------------------------------------------------------------------------
+
+def _float_text(v: float, bits: int) -> str:
+    """Shortest decimal that reads back as the same float32 / float64."""
+    s = str(np.float32(v)) if bits == 32 else repr(float(v))
+    if "e" not in s and "." not in s:
+        s += ".0"
+    return s
+
+
+def literal(value: Any, t: DType) -> Rendered:
+    """The C++ spelling of a constant of dtype ``t``, exact and of exactly that type."""
+    if t.is_bool:
+        return ("true" if value else "false"), PRIMARY
+    if t.is_int:
+        v = int(value)
+        if t.bits == 64:
+            if t.kind == "uint":
+                return f"{v}ULL", PRIMARY
+            if v == -(2**63):
+                return "(-9223372036854775807LL - 1)", PRIMARY
+            return f"{v}LL", (UNARY if v < 0 else PRIMARY)
+        if t.name == "int32":
+            if v == -(2**31):
+                return "(-2147483647 - 1)", PRIMARY
+            return str(v), (UNARY if v < 0 else PRIMARY)
+        if t.name == "uint32":
+            return f"{v}u", PRIMARY
+        return f"(({t.ctype}){v})", PRIMARY  # narrow ints: typed, so templates deduce them
+    v = float(value)
+    if t.name in ("float32", "float64") and (math.isinf(v) or math.isnan(v)):
+        ctype = t.ctype
+        if math.isnan(v):
+            bits = "__int_as_float(0x7fc00000)" if t.bits == 32 else \
+                "__longlong_as_double(0x7ff8000000000000LL)"
+            return bits, PRIMARY
+        return (f"tl::infinity<{ctype}>()" if v > 0 else f"tl::lowest<{ctype}>()"), PRIMARY
+    if t.name == "float32":
+        text = _float_text(v, 32) + "f"
+        return text, (UNARY if text.startswith("-") else PRIMARY)
+    if t.name == "float64":
+        text = _float_text(v, 64)
+        return text, (UNARY if text.startswith("-") else PRIMARY)
+    # half, bfloat16, fp8: through float
+    if math.isnan(v):
+        return f"tl::cast<{t.ctype}>(__int_as_float(0x7fc00000))", PRIMARY
+    if math.isinf(v):
+        return (f"tl::infinity<{t.ctype}>()" if v > 0 else f"tl::lowest<{t.ctype}>()"), PRIMARY
+    return f"tl::cast<{t.ctype}>({_float_text(v, 32)}f)", PRIMARY
+
+
+def c_string(s: str) -> str:
+    """``s`` as a C string literal."""
+    out = []
+    for ch in s:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 32 or ord(ch) > 126:
+            out.append("".join(f"\\{b:03o}" for b in ch.encode()))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def template_arg(a: Any) -> str:
+    if isinstance(a, bool):
+        return "true" if a else "false"
+    if isinstance(a, DType):
+        return a.ctype
+    return str(a)
+
+
+# ---------------------------------------------------------------------------------------------
+# Math intrinsics: name -> (float32, float64, fast float32); "{}" is the argument list.
+# ---------------------------------------------------------------------------------------------
+
+MATH: dict[str, tuple[str, str, Optional[str]]] = {
+    "exp": ("expf({})", "exp({})", "__expf({})"),
+    "exp2": ("exp2f({})", "exp2({})", "tl::fast_exp2({})"),
+    "exp10": ("exp10f({})", "exp10({})", "__exp10f({})"),
+    "log": ("logf({})", "log({})", "__logf({})"),
+    "log2": ("log2f({})", "log2({})", "__log2f({})"),
+    "log10": ("log10f({})", "log10({})", "__log10f({})"),
+    "log1p": ("log1pf({})", "log1p({})", None),
+    "expm1": ("expm1f({})", "expm1({})", None),
+    "sqrt": ("sqrtf({})", "sqrt({})", None),
+    "rsqrt": ("rsqrtf({})", "rsqrt({})", None),
+    "abs": ("fabsf({})", "fabs({})", None),
+    "tanh": ("tanhf({})", "tanh({})", "tl::fast_tanh({})"),
+    "sigmoid": ("tl::sigmoid({})", "tl::sigmoid({})", "(1.0f / (1.0f + __expf(-({}))))"),
+    "floor": ("floorf({})", "floor({})", None),
+    "ceil": ("ceilf({})", "ceil({})", None),
+    "round": ("rintf({})", "rint({})", None),  # half to even, like numpy
+    "trunc": ("truncf({})", "trunc({})", None),
+    "sin": ("sinf({})", "sin({})", "__sinf({})"),
+    "cos": ("cosf({})", "cos({})", "__cosf({})"),
+    "tan": ("tanf({})", "tan({})", "__tanf({})"),
+    "erf": ("erff({})", "erf({})", None),
+    "pow": ("powf({})", "pow({})", "__powf({})"),
+    "fmod": ("fmodf({})", "fmod({})", None),
+    "isnan": ("isnan({})", "isnan({})", None),
+    "isinf": ("isinf({})", "isinf({})", None),
+}
+
+
+class Names:
+    """C names of the variables and buffers in scope, unique within one kernel function."""
+
+    RESERVED = frozenset("""
+        alignas alignof asm auto bool break case catch char class const constexpr continue default
+        delete do double else enum explicit extern false float for friend goto if inline int long
+        mutable namespace new noexcept nullptr operator private protected public register return
+        short signed sizeof static struct switch template this throw true try typedef typename
+        union unsigned using virtual void volatile while half half2 float2 float4 int2 int4 uint2
+        uint4 threadIdx blockIdx blockDim gridDim warpSize tl printf min max abs exp log sqrt
+        main signed_char half_t bfloat16_t
+    """.split())
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+        self.of: dict[int, str] = {}  # id(Var or Buffer) -> C name
+
+    def fresh(self, hint: str, internal: bool = False) -> str:
+        """A new unique C name from ``hint``; ``internal`` names may use the ``tl_`` prefix."""
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint) or "v"
+        if base[0].isdigit():
+            base = "_" + base
+        if base in self.RESERVED or (base.startswith(("tl_", "__")) and not internal):
+            base = base.lstrip("_") + "_"
+        name, k = base, 1
+        while name in self.used:
+            name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def bind(self, node: Any, hint: Optional[str] = None) -> str:
+        """Give ``node`` (a Var or Buffer) a new C name; later uses see this one."""
+        name = self.fresh(hint or node.name)
+        self.of[id(node)] = name
+        return name
+
+    def __getitem__(self, node: Any) -> str:
+        try:
+            return self.of[id(node)]
+        except KeyError:
+            kind = "buffer" if isinstance(node, Buffer) else "variable"
+            raise VerifyError(f"{kind} '{node.name}' is used in a kernel but not defined there "
+                              "(not a parameter, block/thread index, loop/let variable or allocation)") from None
+
+
+BuiltinRule = Callable[["ExprPrinter", E.Builtin], Rendered]
+BUILTINS: dict[str, BuiltinRule] = {}
+
+
+def builtin_rule(name: str) -> Callable[[BuiltinRule], BuiltinRule]:
+    def deco(fn: BuiltinRule) -> BuiltinRule:
+        BUILTINS[name] = fn
+        return fn
+    return deco
+
+
+class ExprPrinter:
+    """Renders expressions of one kernel. ``names`` maps IR variables/buffers to C names."""
+
+    def __init__(self, names: Names, *, thread_idx: str, fast_math: bool = False,
+                 const_buffers: frozenset = frozenset(), index64: bool = False):
+        self.names = names
+        self.thread_idx = thread_idx
+        self.fast_math = fast_math
+        self.const_buffers = const_buffers
+        self.index64 = index64
+
+    # -- entry points ---------------------------------------------------------------------------
+    def __call__(self, e: Any) -> str:
+        return self.render(E.as_expr(e))[0]
+
+    def render(self, e: E.Expr) -> Rendered:
+        rule = _RULES.get(type(e))
+        if rule is None:
+            raise UnsupportedError(f"unimplemented expression {type(e).__name__} for target cuda", span=e.span)
+        return rule(self, e)
+
+    def sub(self, e: Any, parent: int, right: bool = False) -> str:
+        """``e`` rendered as an operand of an operator of precedence ``parent``."""
+        text, prec = self.render(E.as_expr(e))
+        picky = parent in _PICKY and prec > UNARY and prec != parent and \
+            not (parent in (LAND, LOR) and prec <= EQ)  # comparisons read fine inside && and ||
+        if prec > parent or (right and prec == parent and prec != PRIMARY) or picky:
+            return f"({text})"
+        return text
+
+    def args(self, args: Any) -> str:
+        return ", ".join(self.render(E.as_expr(a))[0] for a in args)
+
+    # -- buffers ----------------------------------------------------------------------------------
+    def flat_index(self, buf: Buffer, indices: tuple) -> Optional[E.Expr]:
+        """Row-major offset of ``indices`` in ``buf`` (None for a local.var scalar)."""
+        if buf.scope == "local.var":
+            return None
+        if len(indices) != buf.ndim:
+            raise VerifyError(f"buffer '{buf.name}' has {buf.ndim} dimension(s) but is indexed with {len(indices)}")
+        strides = buf.strides
+        if strides is None:
+            acc: list = []
+            s: Any = 1
+            for d in reversed(buf.shape):
+                acc.append(s)
+                s = E.binary("mul", d, s) if not (isinstance(s, int) and isinstance(d, int)) else s * d
+            strides = tuple(reversed(acc))
+        flat: Any = None
+        for i, st in zip(indices, strides):
+            i = E.as_expr(i)
+            if isinstance(i, E.Const) and i.value == 0:
+                continue
+            term = i if (isinstance(st, int) and st == 1) else E.binary("mul", i, st)
+            flat = term if flat is None else E.binary("add", flat, term)
+        if flat is None:
+            return E.const(0)
+        if self.index64 and buf.scope == "global" and flat.dtype.bits < 64:
+            flat = E.cast(dt.int64, flat)
+        return flat
+
+    def element(self, buf: Buffer, indices: tuple) -> Rendered:
+        """``buf[flat]`` (or the scalar's name) as an lvalue."""
+        if buf.scope == "local.fragment":
+            raise UnsupportedError(f"fragment buffer '{buf.name}' reached codegen: fragments must be "
+                                   "lowered to per-thread 'local' buffers first")
+        name = self.names[buf]
+        flat = self.flat_index(buf, indices)
+        if flat is None:
+            return name, PRIMARY
+        return f"{name}[{self.render(flat)[0]}]", PRIMARY
+
+    def address(self, load: Any) -> Rendered:
+        if not isinstance(load, E.BufferLoad):
+            raise VerifyError(f"address_of needs a buffer element, got {load}")
+        text, _ = self.element(load.buffer, load.indices)
+        return f"&{text}", UNARY
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules per expression class
+# ---------------------------------------------------------------------------------------------
+
+def _var(p: ExprPrinter, e: E.Var) -> Rendered:
+    return p.names[e], PRIMARY
+
+
+def _const(p: ExprPrinter, e: E.Const) -> Rendered:
+    return literal(e.value, e.dtype)
+
+
+def _narrow(t: DType, text: str, prec: int) -> Rendered:
+    """Cast an int-promoted result back to a narrow int type (C promotes char/short to int)."""
+    if t.is_int and t.bits < 32:
+        return f"(({t.ctype})({text}))", PRIMARY
+    return text, prec
+
+
+def _is_pow2_const(e: E.Expr) -> Optional[int]:
+    if isinstance(e, E.Const) and e.dtype.is_int and int(e.value) > 0 and (int(e.value) & (int(e.value) - 1)) == 0:
+        return int(e.value).bit_length() - 1
+    return None
+
+
+def _binop(p: ExprPrinter, e: E.BinOp) -> Rendered:
+    t, op = e.dtype, e.op
+    if op in ("min", "max"):
+        return f"tl::{op}({p.args((e.a, e.b))})", PRIMARY
+    if op == "div":
+        if t.is_int:
+            op = "truncdiv"
+        else:
+            return f"{p.sub(e.a, MUL)} / {p.sub(e.b, MUL, True)}", MUL
+    if op in ("floordiv", "floormod"):
+        return _floor_divmod(p, e)
+    if op == "truncmod" and t.is_float:
+        return _call_math(p, "fmod", (e.a, e.b), t)
+    if op not in _BINARY:
+        raise UnsupportedError(f"unimplemented binary operator {op} for target cuda", span=e.span)
+    sym, prec = _BINARY[op]
+    text = f"{p.sub(e.a, prec)} {sym} {p.sub(e.b, prec, True)}"
+    if op in _WRAPPING:
+        return _narrow(t, text, prec)
+    return text, prec
+
+
+def _floor_divmod(p: ExprPrinter, e: E.BinOp) -> Rendered:
+    t = e.dtype
+    if t.is_float:
+        q = f"{p.sub(e.a, MUL)} / {p.sub(e.b, MUL, True)}"
+        fl = "floorf" if t.name == "float32" else "floor"
+        if is_lowp(t):
+            q = f"tl::cast<float>({p(e.a)}) / tl::cast<float>({p(e.b)})"
+            fl = "floorf"
+        if e.op == "floordiv":
+            text = f"{fl}({q})"
+            return (f"tl::cast<{t.ctype}>({text})", PRIMARY) if is_lowp(t) else (text, PRIMARY)
+        if is_lowp(t):
+            a, b = f"tl::cast<float>({p(e.a)})", f"tl::cast<float>({p(e.b)})"
+            return f"tl::cast<{t.ctype}>({a} - floorf({a} / {b}) * {b})", PRIMARY
+        return f"{p.sub(e.a, ADD)} - {fl}({q}) * {p.sub(e.b, MUL, True)}", ADD
+    if t.kind == "uint":
+        sym = "/" if e.op == "floordiv" else "%"
+        return f"{p.sub(e.a, MUL)} {sym} {p.sub(e.b, MUL, True)}", MUL
+    k = _is_pow2_const(e.b)
+    if k is not None:  # two's complement: >> rounds toward -inf, & keeps the non-negative residue
+        if e.op == "floordiv":
+            return (p.render(e.a) if k == 0 else (f"{p.sub(e.a, SHIFT)} >> {k}", SHIFT))
+        return f"{p.sub(e.a, BAND)} & {literal((1 << k) - 1, t)[0]}", BAND
+    return f"tl::{e.op}({p.args((e.a, e.b))})", PRIMARY
+
+
+def _compare(p: ExprPrinter, e: E.Compare) -> Rendered:
+    prec = EQ if e.op in ("eq", "ne") else REL
+    return f"{p.sub(e.a, prec)} {_COMPARE[e.op]} {p.sub(e.b, prec, True)}", prec
+
+
+def _unary(p: ExprPrinter, e: E.UnaryOp) -> Rendered:
+    sym = {"neg": "-", "not": "!", "bitnot": "~"}.get(e.op)
+    if sym is None:
+        raise UnsupportedError(f"unimplemented unary operator {e.op} for target cuda", span=e.span)
+    text, prec = p.render(e.a)
+    operand = text if prec == PRIMARY else f"({text})"
+    if e.op == "neg" and is_lowp(e.dtype) and e.dtype.bits == 8:
+        return f"tl::cast<{e.dtype.ctype}>(-tl::cast<float>({text}))", PRIMARY
+    return _narrow(e.dtype, f"{sym}{operand}", UNARY) if e.op != "not" else (f"{sym}{operand}", UNARY)
+
+
+def _select(p: ExprPrinter, e: E.Select) -> Rendered:
+    return f"{p.sub(e.cond, LOR)} ? {p.sub(e.then, COND)} : {p.sub(e.else_, COND, True)}", COND
+
+
+def _cast(p: ExprPrinter, e: E.Cast) -> Rendered:
+    to, frm = e.to, e.value.dtype
+    if is_lowp(to) or is_lowp(frm):
+        return f"tl::cast<{to.ctype}>({p(e.value)})", PRIMARY
+    return f"({to.ctype}){p.sub(e.value, UNARY)}", UNARY
+
+
+def _call_math(p: ExprPrinter, name: str, args: tuple, t: DType) -> Rendered:
+    if name not in MATH:
+        raise UnsupportedError(f"unimplemented intrinsic {name} for target cuda")
+    if t.is_int or t.is_bool:
+        return _int_math(p, name, args, t)
+    f32, f64, fast = MATH[name]
+    if t.name == "float64":
+        return f64.format(p.args(args)), PRIMARY
+    tmpl = fast if (p.fast_math and fast is not None) else f32
+    if is_lowp(t):
+        inner = tmpl.format(", ".join(f"tl::cast<float>({p(a)})" for a in args))
+        if name in ("isnan", "isinf"):
+            return inner, PRIMARY
+        return f"tl::cast<{t.ctype}>({inner})", PRIMARY
+    return tmpl.format(p.args(args)), PRIMARY
+
+
+def _int_math(p: ExprPrinter, name: str, args: tuple, t: DType) -> Rendered:
+    a = args[0]
+    if name in ("floor", "ceil", "round", "trunc"):
+        return p.render(E.as_expr(a))
+    if name in ("isnan", "isinf"):
+        return "false", PRIMARY
+    if name == "abs":
+        if t.kind == "uint" or t.is_bool:
+            return p.render(E.as_expr(a))
+        if t.bits == 64:
+            return f"llabs({p(a)})", PRIMARY
+        return _narrow(t, f"abs({p(a)})", PRIMARY)
+    if name == "fmod":
+        return f"{p.sub(a, MUL)} % {p.sub(args[1], MUL, True)}", MUL
+    if name == "pow":
+        return f"({t.ctype})rint(pow((double){p.sub(a, UNARY)}, (double){p.sub(args[1], UNARY)}))", UNARY
+    raise UnsupportedError(f"unimplemented intrinsic {name} on integers for target cuda")
+
+
+def _call(p: ExprPrinter, e: E.Call) -> Rendered:
+    t = e.args[0].dtype
+    return _call_math(p, e.name, e.args, t)
+
+
+def _load(p: ExprPrinter, e: E.BufferLoad) -> Rendered:
+    return p.element(e.buffer, e.indices)
+
+
+def _builtin(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    rule = BUILTINS.get(e.name)
+    if rule is None and "::" in e.name:
+        rule = _extern_call
+    if rule is None:
+        raise UnsupportedError(f"unimplemented builtin {e.name} for target cuda", span=e.span)
+    return rule(p, e)
+
+
+_RULES: dict[type, Callable[[ExprPrinter, Any], Rendered]] = {
+    E.Var: _var, E.Const: _const, E.BinOp: _binop, E.Compare: _compare, E.UnaryOp: _unary,
+    E.Select: _select, E.Cast: _cast, E.Call: _call, E.BufferLoad: _load, E.Builtin: _builtin,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Builtins
+# ---------------------------------------------------------------------------------------------
+
+def _extern_call(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    """``ns::fn<template...>(args)`` for any name with ``::``."""
+    tmpl = e.attr("template")
+    targs = ""
+    if tmpl is not None:
+        tmpl = tmpl if isinstance(tmpl, (tuple, list)) else (tmpl,)
+        targs = "<" + ", ".join(template_arg(a) for a in tmpl) + ">"
+    return f"{e.name}{targs}({p.args(e.args)})", PRIMARY
+
+
+@builtin_rule("thread_idx")
+def _thread_idx(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    simple = re.fullmatch(r"[\w.]+", p.thread_idx) is not None
+    return p.thread_idx, (PRIMARY if simple else ADD)
+
+
+@builtin_rule("sync_threads")
+def _sync_threads(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    return "__syncthreads()", PRIMARY
+
+
+@builtin_rule("sync_warp")
+def _sync_warp(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    return "__syncwarp()", PRIMARY
+
+
+@builtin_rule("address_of")
+def _address_of(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    return p.address(e.args[0])
+
+
+@builtin_rule("reinterpret")
+def _reinterpret(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    """``*reinterpret_cast<ctype*>(&elem)``: the element's bytes seen as ``ctype`` (an lvalue)."""
+    load = e.args[0]
+    ctype = e.attr("ctype") or e.ret.ctype
+    if isinstance(load, E.BufferLoad) and load.buffer in p.const_buffers:
+        ctype = f"const {ctype}"
+    addr, _ = p.address(load)
+    return f"*reinterpret_cast<{ctype}*>({addr})", UNARY
+
+
+@builtin_rule("assign")
+def _assign(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    """``lhs = rhs`` where lhs is an lvalue builtin (e.g. reinterpret) or a load."""
+    return f"{p.sub(e.args[0], UNARY)} = {p.sub(e.args[1], COND)}", COND + 1
+
+
+@builtin_rule("shfl_xor")
+def _shfl_xor(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    value, mask = e.args[0], e.args[1]
+    width = e.args[2] if len(e.args) > 2 else None
+    if width is None or (isinstance(width, E.Const) and int(width.value) == 32):
+        return f"tl::shfl_xor({p.args((value, mask))})", PRIMARY
+    return f"tl::shfl_xor_width({p.args((value, mask, width))})", PRIMARY
+
+
+@builtin_rule("printf")
+def _printf(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    parts = [c_string(e.attr("fmt", ""))]
+    for a in e.args:
+        a = E.as_expr(a)
+        t = a.dtype
+        if t.is_float:
+            inner = f"tl::cast<float>({p(a)})" if is_lowp(t) else p.sub(a, UNARY)
+            parts.append(f"(double){inner}")
+        elif t.is_bool or (t.is_int and t.bits < 32):
+            parts.append(f"(int){p.sub(a, UNARY)}")
+        elif t.is_int and t.bits == 64:
+            parts.append(f"({'unsigned long long' if t.kind == 'uint' else 'long long'}){p.sub(a, UNARY)}")
+        else:
+            parts.append(p(a))
+    return f"printf({', '.join(parts)})", PRIMARY

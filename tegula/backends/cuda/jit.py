@@ -1,0 +1,96 @@
+"""The ``cuda`` target: lower -> codegen -> compile (with the disk cache) -> :class:`CudaArtifact`.
+
+The arch comes from the target string (``"cuda:sm_90a"``), else from the GPU present
+(:func:`~tegula.backends.cuda.compiler.detect_arch`). Building needs a CUDA compiler but no
+GPU, so ``tegula.compile(f, target="cuda:sm_80")`` works anywhere NVRTC or nvcc is installed;
+running the artifact then needs a GPU and raises a clear error without one.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from tegula.errors import ConfigError
+from tegula.ir.stmt import PrimFunc
+from tegula.target import Target, register
+from tegula.backends.cuda.codegen import CudaModule, codegen
+from tegula.backends.cuda.compiler import CompileResult, compile_cuda, detect_arch
+
+
+class CudaArtifact:
+    """A compiled CUDA module: ``source`` (CUDA C++), ``cubin``, ``metadata`` and ``run(values)``."""
+
+    def __init__(self, func: PrimFunc, module: CudaModule, result: CompileResult):
+        self.func = func
+        self.module = module
+        self.source = module.source
+        self.cubin = result.cubin
+        self.arch = result.arch
+        self.metadata: dict[str, Any] = {
+            "arch": result.arch,
+            "compiler": result.backend,
+            "compile_seconds": result.seconds,
+            "cached": result.cached,
+            "log": result.log,
+            "kernels": [{"name": k.name, "grid": [str(g) for g in k.grid], "block": list(k.block),
+                         "dynamic_smem_bytes": k.smem_bytes} for k in module.kernels],
+            "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype.name} for p in module.params],
+        }
+        self._launcher: Any = None
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return self.module.kernel_names
+
+    def run(self, values: Sequence[Any]) -> None:
+        """Launch the kernels on ``values`` (one per PrimFunc parameter: CUDA tensors and scalars).
+
+        Raises CudaError when no GPU can be used, CompileError when the cubin does not fit the GPU.
+        """
+        launcher = self._launcher
+        if launcher is None:
+            from tegula.backends.cuda.launcher import Launcher, driver
+
+            driver()  # a clear error here when there is no GPU
+            launcher = self._launcher = Launcher(self.module, self.cubin, self.arch)
+        launcher(values)
+
+
+def resolve_arch(target: Target) -> str:
+    """The arch to compile for: the target's, else the GPU's; ConfigError when neither is known."""
+    if target.arch:
+        return target.arch
+    arch = detect_arch()
+    if arch is None:
+        raise ConfigError("target 'cuda' needs a GPU to detect the arch, and none was found",
+                          hint="name the arch to compile ahead of time, e.g. target='cuda:sm_80' "
+                               "or 'cuda:sm_90a'")
+    return arch
+
+
+def _options(pass_configs: dict) -> tuple[list[str], bool]:
+    options = ["-lineinfo"]
+    if pass_configs.get("tl.enable_ptxas_verbose_output"):
+        options.append("--ptxas-options=-v")
+    fast = bool(pass_configs.get("tl.enable_fast_math")) and not pass_configs.get("tl.disable_fast_math")
+    return options, fast
+
+
+def build_lowered(func: PrimFunc, arch: str, pass_configs: Optional[dict] = None) -> CudaArtifact:
+    """Codegen and compile an already lowered (thread-level) ``func`` for ``arch``."""
+    cfg = dict(pass_configs or {})
+    module = codegen(func, Target("cuda", arch), cfg)
+    options, fast = _options(cfg)
+    result = compile_cuda(module.source, arch, options=options, name=func.name, fast_math=fast,
+                          use_cache=True)
+    return CudaArtifact(func, module, result)
+
+
+@register("cuda")
+def build(func: PrimFunc, target: Target, pass_configs: dict) -> CudaArtifact:
+    """The ``cuda`` target's builder: lower ``func`` with the CUDA pipeline, then build it."""
+    from tegula.backends.cuda.pipeline import lower
+
+    arch = resolve_arch(target)
+    target = Target("cuda", arch)
+    lowered = lower(func, target, pass_configs)
+    return build_lowered(lowered, arch, pass_configs)

@@ -1,0 +1,299 @@
+"""Loading cubins and launching kernels through the CUDA driver API (``cuda.bindings.driver``).
+
+A :class:`Launcher` holds one compiled module. On its first call it loads the cubin into the
+primary context of the tensors' device, looks up each kernel and raises the dynamic shared memory
+limit where a kernel needs more than 48 KB. Every later call only gathers pointers and scalars,
+evaluates grid extents, packs the argument block with one ``struct.pack_into`` and calls
+``cuLaunchKernel`` for each kernel, on torch's current stream when the arguments are torch tensors
+(CuPy's current stream for CuPy arrays, the default stream otherwise).
+
+Arguments are torch CUDA tensors, objects with ``__cuda_array_interface__`` and Python scalars.
+Every driver call is checked; a failure raises :class:`CudaError` (or ``CompileError`` /
+``ResourceError`` when loading) naming the driver's error.
+"""
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from tegula.errors import ArgumentError, CompileError, ResourceError, TegulaError
+from tegula.ir import expr as E
+from tegula.backends.cuda.codegen import CudaModule, ParamInfo
+
+_STATIC_SMEM_LIMIT = 48 * 1024
+
+
+class CudaError(TegulaError):
+    """A CUDA driver call failed, or no GPU can be used."""
+
+
+_driver: Any = None
+
+
+def driver() -> Any:
+    """``cuda.bindings.driver``, initialized; raises CudaError when it or a GPU is missing."""
+    global _driver
+    if _driver is None:
+        try:
+            from cuda.bindings import driver as drv
+        except ImportError:
+            raise CudaError("running a CUDA kernel needs cuda-bindings",
+                            hint="pip install 'tegula[cuda]'") from None
+        hint = "the kernel was compiled ahead of time; run it on a machine with an NVIDIA GPU and driver"
+        try:
+            (err,) = drv.cuInit(0)
+        except Exception as e:  # the driver library itself is missing
+            raise CudaError(f"no usable CUDA GPU: the CUDA driver cannot be loaded ({e})", hint=hint) from None
+        if err != drv.CUresult.CUDA_SUCCESS:
+            raise CudaError(f"no usable CUDA GPU: cuInit failed with {error_name(drv, err)}", hint=hint)
+        _driver = drv
+    return _driver
+
+
+def error_name(drv: Any, err: Any) -> str:
+    try:
+        e, name = drv.cuGetErrorName(err)
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # a code the driver does not know
+        return str(err)
+
+
+def check(result: Any, what: str, exc: type = CudaError, hint: Optional[str] = None) -> Any:
+    """Unpack a driver call's result tuple, raising ``exc`` when its error code is not success."""
+    drv = driver()
+    err = result[0]
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise exc(f"{what} failed: {error_name(drv, err)}", hint=hint)
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Host evaluation of grid extents
+# ---------------------------------------------------------------------------------------------
+
+_HOST_BINOPS = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "floordiv": "({} // {})",
+                "floormod": "({} % {})", "min": "min({}, {})", "max": "max({}, {})",
+                "div": "_trunc({}, {})", "truncdiv": "_trunc({}, {})"}
+
+
+def _trunc(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def host_fn(exprs: Sequence[Any], slot_of: dict[int, int]) -> Callable[[list], tuple]:
+    """Compile ``exprs`` (ints or integer expressions over scalar/dim params) into a function of the
+    packed argument list that returns their values as a tuple of ints."""
+    def text(e: Any) -> str:
+        if isinstance(e, int):
+            return str(int(e))
+        if isinstance(e, E.Const):
+            return str(int(e.value))
+        if isinstance(e, E.Var):
+            if id(e) not in slot_of:
+                raise CompileError(f"grid extent uses '{e.name}', which is neither a scalar parameter "
+                                   "nor a dynamic dimension")
+            return f"int(v[{slot_of[id(e)]}])"
+        if isinstance(e, E.BinOp) and e.op in _HOST_BINOPS:
+            return _HOST_BINOPS[e.op].format(text(e.a), text(e.b))
+        if isinstance(e, E.Cast):
+            return text(e.value)
+        if isinstance(e, E.Select):
+            return f"({text(e.then)} if {text(e.cond)} else {text(e.else_)})"
+        if isinstance(e, E.Compare):
+            sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[e.op]
+            return f"({text(e.a)} {sym} {text(e.b)})"
+        raise CompileError(f"cannot evaluate the grid extent {e} on the host")
+
+    body = ", ".join(text(e) for e in exprs)
+    return eval(f"lambda v: ({body},)", {"_trunc": _trunc, "min": min, "max": max})  # our own text
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+# ---------------------------------------------------------------------------------------------
+
+# struct format of one 8-byte argument slot per dtype (each parameter is 8-byte aligned).
+_SLOT_FMT = {
+    "bool": "?7x", "int8": "b7x", "uint8": "B7x", "int16": "h6x", "uint16": "H6x", "int32": "i4x",
+    "uint32": "I4x", "int64": "q", "uint64": "Q", "float32": "f4x", "float64": "d",
+    "float16": "H6x", "bfloat16": "H6x", "float8_e4m3": "B7x", "float8_e5m2": "B7x",
+}
+
+
+def _scalar_bits(info: ParamInfo) -> Optional[Callable[[Any], int]]:
+    """For narrow float scalars: a function giving the bit pattern to pass."""
+    if info.dtype.name in ("float16", "bfloat16", "float8_e4m3", "float8_e5m2"):
+        npd = info.dtype.np
+        view = np.uint16 if info.dtype.bits == 16 else np.uint8
+        return lambda x: int(np.asarray(x, dtype=npd).view(view))
+    return None
+
+
+def data_ptr(x: Any) -> int:
+    """Device address of a torch CUDA tensor or a ``__cuda_array_interface__`` object."""
+    getter = getattr(x, "data_ptr", None)
+    if getter is not None:
+        if not x.is_cuda:
+            raise ArgumentError(f"a tensor on {x.device} was passed to a CUDA kernel",
+                                hint="move it with .cuda()")
+        return getter()
+    cai = getattr(x, "__cuda_array_interface__", None)
+    if cai is None:
+        raise ArgumentError(f"expected a CUDA tensor, got {type(x).__name__}")
+    return int(cai["data"][0])
+
+
+def _current_stream_fn() -> Callable[[Any], int]:
+    """A function from the first tensor argument to the raw stream handle to launch on."""
+    def pick(x: Any) -> int:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(x, torch.Tensor):
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw is not None:
+                return raw(x.get_device())
+            return torch.cuda.current_stream(x.device).cuda_stream
+        cupy = sys.modules.get("cupy")
+        if cupy is not None and isinstance(x, cupy.ndarray):
+            return cupy.cuda.get_current_stream().ptr
+        return 0
+    return pick
+
+
+class _Loaded:
+    """A module loaded in one context: its functions and that context."""
+
+    def __init__(self, ctx: Any, module: Any, functions: list):
+        self.ctx = ctx
+        self.module = module
+        self.functions = functions
+
+
+class Launcher:
+    """Runs the kernels of one :class:`CudaModule` compiled to ``cubin``.
+
+    ``launcher(values)`` takes one value per PrimFunc parameter (tensors and scalars, in order).
+    """
+
+    def __init__(self, module: CudaModule, cubin: bytes, arch: str = "?"):
+        self.module = module
+        self.cubin = cubin
+        self.arch = arch
+        params = module.params
+        self.n = len(params)
+        self._tensor_pos = [p.source for p in params if p.kind == "buffer"]
+        self._plan = [(p.kind, p.source, _scalar_bits(p)) for p in params]
+        fmt = "<" + "".join("Q" if p.kind == "buffer" else _SLOT_FMT[p.dtype.name] for p in params)
+        self._struct = struct.Struct(fmt)
+        self._buf = ctypes.create_string_buffer(max(8, 8 * self.n))
+        base = ctypes.addressof(self._buf)
+        self._ptrs = (ctypes.c_void_p * max(1, self.n))(*[base + 8 * i for i in range(self.n)])
+        self._ptrs_addr = ctypes.addressof(self._ptrs)
+        slot_of = {id(p.var): i for i, p in enumerate(params) if p.var is not None}
+        self._launches = []
+        for k in module.kernels:
+            static = all(isinstance(g, int) or isinstance(g, E.Const) for g in k.grid)
+            grid: Any = tuple(int(g.value) if isinstance(g, E.Const) else g for g in k.grid) if static \
+                else host_fn(k.grid, slot_of)
+            self._launches.append((grid, static, k.block, k.smem_bytes))
+        self._stream_of = _current_stream_fn()
+        self._loaded: dict[int, _Loaded] = {}
+        self._lock = threading.Lock()
+
+    # -- loading ----------------------------------------------------------------------------------
+    def _load(self, device: int) -> _Loaded:
+        drv = driver()
+        if device >= 0:
+            dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+            ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        else:
+            ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+            if ctx is None or int(ctx) == 0:
+                dev = check(drv.cuDeviceGet(0), "cuDeviceGet")
+                ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        check(drv.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+        try:
+            module = check(drv.cuModuleLoadData(self.cubin), "cuModuleLoadData (loading the cubin)",
+                           CompileError, hint=f"the kernel was compiled for {self.arch}; compile it for "
+                                              "this GPU's arch (target 'cuda' detects it)")
+            functions = []
+            dev = check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
+            optin = check(drv.cuDeviceGetAttribute(
+                drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev),
+                "cuDeviceGetAttribute")
+            for k in self.module.kernels:
+                f = check(drv.cuModuleGetFunction(module, k.name.encode()), f"cuModuleGetFunction({k.name})")
+                if k.smem_bytes > optin:
+                    raise ResourceError(f"kernel {k.name} needs {k.smem_bytes} bytes of shared memory; "
+                                        f"this GPU allows {optin} per block")
+                if k.smem_bytes > _STATIC_SMEM_LIMIT:
+                    attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                    check(drv.cuFuncSetAttribute(f, attr, k.smem_bytes),
+                          f"cuFuncSetAttribute({k.name}, max dynamic shared memory = {k.smem_bytes})",
+                          ResourceError)
+                functions.append(f)
+        finally:
+            drv.cuCtxPopCurrent()
+        return _Loaded(ctx, module, functions)
+
+    # -- launching --------------------------------------------------------------------------------
+    def __call__(self, values: Sequence[Any]) -> None:
+        args: list = [None] * self.n
+        first = None
+        for i, (kind, src, bits) in enumerate(self._plan):
+            if kind == "buffer":
+                x = values[src]
+                args[i] = data_ptr(x)
+                if first is None:
+                    first = x
+            elif kind == "scalar":
+                v = values[src]
+                args[i] = bits(v) if bits is not None else v
+            else:
+                pos, axis = src
+                args[i] = int(values[pos].shape[axis])
+        device = first.get_device() if first is not None and hasattr(first, "get_device") else -1
+        loaded = self._loaded.get(device)
+        if loaded is None:
+            loaded = self._loaded[device] = self._load(device)
+        stream = self._stream_of(first) if first is not None else 0
+        drv = _driver
+        success = drv.CUresult.CUDA_SUCCESS
+        pushed = device >= 0 and _torch_device() != device
+        if pushed:
+            check(drv.cuCtxPushCurrent(loaded.ctx), "cuCtxPushCurrent")
+        try:
+            with self._lock:
+                self._struct.pack_into(self._buf, 0, *args)
+                for f, (grid, static, block, smem) in zip(loaded.functions, self._launches):
+                    g = grid if static else grid(args)
+                    if g[0] <= 0 or g[1] <= 0 or g[2] <= 0:
+                        continue  # an empty grid: nothing to do
+                    (err,) = drv.cuLaunchKernel(f, g[0], g[1], g[2], block[0], block[1], block[2],
+                                                smem, stream, self._ptrs_addr, 0)
+                    if err == drv.CUresult.CUDA_ERROR_INVALID_CONTEXT and not pushed:
+                        # this thread has no (or another) current context: launch in the module's
+                        check(drv.cuCtxPushCurrent(loaded.ctx), "cuCtxPushCurrent")
+                        (err,) = drv.cuLaunchKernel(f, g[0], g[1], g[2], block[0], block[1], block[2],
+                                                    smem, stream, self._ptrs_addr, 0)
+                        drv.cuCtxPopCurrent()
+                    if err != success:
+                        raise CudaError(f"cuLaunchKernel failed: {error_name(drv, err)} (grid {g}, "
+                                        f"block {block}, {smem} bytes of shared memory)")
+        finally:
+            if pushed:
+                drv.cuCtxPopCurrent()
+
+
+def _torch_device() -> int:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return -1
+    return torch._C._cuda_getDevice()
