@@ -69,7 +69,12 @@ class JITFunction:
 
     # -- lazy ---------------------------------------------------------------------------------
     def _lazy(self, args: tuple, kwargs: dict) -> JITKernel:
-        key = (_freeze(args), _freeze(kwargs))
+        try:
+            ba = self.signature.bind(*args, **kwargs)
+            ba.apply_defaults()
+            key = _freeze(dict(ba.arguments))
+        except TypeError as e:
+            raise ArgumentError(f"{self.func.__name__}(): {e}") from None
         k = self._cache.get(key)
         if k is None:
             prim = self.func(*args, **kwargs)
@@ -141,11 +146,16 @@ class JITFunction:
         return k
 
     def get_tir(self, *args: Any, **kwargs: Any) -> PrimFunc:
-        """The PrimFunc for these arguments (eager: tensors may be passed as for a call)."""
+        """The PrimFunc for these arguments, without compiling it (eager: pass the tensors)."""
         if not self.eager:
-            return self._lazy(args, kwargs).func
+            prim = self.func(*args, **kwargs)
+            if not isinstance(prim, PrimFunc):
+                raise KernelTypeError(f"@tegula.jit factory '{self.func.__name__}' returned "
+                                      f"{type(prim).__name__}, not a @T.prim_func")
+            return prim
         tensors, others = self._split(args, kwargs)
-        return self._eager_kernel(tensors, others, {}).func
+        info = {n: (tuple(int(x) for x in t.shape), str(t.dtype)) for n, t in tensors.items()}
+        return trace_eager(self.func, others, info, {}).func
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.eager:

@@ -239,3 +239,23 @@ def test_cumsum_unary_math_and_casts(rng):
     np.testing.assert_allclose(y, np.cumsum(x64[:, ::-1], 1)[:, ::-1], rtol=1e-5, atol=1e-5)
     ref = 1 / (1 + np.exp(-x64)) + np.tanh(x64) * np.abs(x64) + np.where(x64 > 0, np.sqrt(np.abs(x64)), np.floor(x64))
     np.testing.assert_allclose(z.astype(np.float64), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_lazy_factory_cache_normalizes_arguments_and_get_tir_does_not_compile(monkeypatch):
+    calls = []
+
+    @tilelang.jit(out_idx=[-1], target="cpu")
+    def matmul(M, N, K, block_M=32, block_N=32, block_K=16):
+        calls.append((M, N, K))
+        return gemm_kernel(M, N, K, block_M, block_N, block_K)
+
+    assert matmul(32, 32, 16) is matmul(M=32, N=32, K=16, block_M=32)
+    assert len(calls) == 1
+    import tegula.runtime.kernel as rk
+
+    def boom(*a, **k):
+        raise AssertionError("get_tir must not build a kernel")
+
+    monkeypatch.setattr(rk.JITKernel, "__init__", boom)
+    prim = matmul.get_tir(64, 64, 32)
+    assert prim.params[0].shape == (64, 32)
