@@ -38,7 +38,8 @@ Thread-level IR (what the CUDA pipeline hands to codegen)
   ``"vectorized"`` (``#pragma unroll``), with ``start``, ``extent`` (maybe an expression) and
   ``step``; ``While``; ``Break``; ``Continue``; ``IfThenElse``; ``BufferStore`` (indices flattened
   row-major over the buffer's shape, dynamic dims included, or over its ``strides``);
-  ``LetStmt`` (``const T name = value;`` visible to the rest of the enclosing sequence); and
+  ``LetStmt`` (``const T name = value;`` visible to the rest of the enclosing sequence);
+  ``AttrStmt`` (its body, in place; ``tile_op`` attributes leave a ``// T.copy`` note); and
   ``Evaluate(Builtin)`` for effects. Tile operations must have been lowered.
 - Expressions: everything in :mod:`tegula.ir.expr`, spelled by
   :mod:`tegula.backends.cuda.codegen_expr`: integer ``//`` and ``%`` round toward -inf
@@ -50,7 +51,7 @@ Thread-level IR (what the CUDA pipeline hands to codegen)
   ============== ===========================================================================
   thread_idx     the flattened thread index
   sync_threads   ``__syncthreads()``  (``sync_warp``: ``__syncwarp()``)
-  address_of     ``&buf[flat]`` of its one BufferLoad argument
+  address_of     ``&buf[flat]`` of its one BufferLoad argument (attrs ``ctype``: cast to ``ctype*``)
   reinterpret    ``*reinterpret_cast<ctype*>(&buf[flat])``, attrs ``ctype``: an lvalue
   assign         ``lhs = rhs`` (lhs a load or a reinterpret): vector stores
   shfl_xor       (value, mask[, width]) -> ``tl::shfl_xor`` / ``tl::shfl_xor_width``
@@ -273,13 +274,20 @@ def _evaluate(em: _Emitter, s: S.Evaluate) -> None:
     em.line(f"{text};" if isinstance(s.value, E.Builtin) else f"(void)({text});")
 
 
+def _attr(em: _Emitter, s: S.AttrStmt) -> None:
+    """Attributes only guide passes; the body is emitted in place, after a note for the reader."""
+    if s.key == "tile_op":
+        em.line(f"// {s.value}")
+    em.stmt(s.body)
+
+
 def _kernel_in_kernel(em: _Emitter, s: S.Kernel) -> None:
     raise VerifyError("a Kernel nested inside another Kernel", span=s.span)
 
 
 _STMT_RULES: dict[type, Any] = {
     S.For: _for, S.While: _while, S.IfThenElse: _if, S.BufferStore: _store, S.LetStmt: _let,
-    S.Evaluate: _evaluate, S.Kernel: _kernel_in_kernel,
+    S.Evaluate: _evaluate, S.Kernel: _kernel_in_kernel, S.AttrStmt: _attr,
     S.Break: lambda em, s: em.line("break;"),
     S.Continue: lambda em, s: em.line("continue;"),
 }
@@ -476,7 +484,8 @@ def codegen(func: S.PrimFunc, target: Any = None, pass_configs: Optional[dict] =
     written = _written_buffers(func)
     const_ids = {id(b) for b in func.buffer_params() if id(b) not in written}
     texts, infos = [], []
-    base = Names().fresh(func.name)
+    base = re.sub(r"\W", "_", func.name) or "kernel"
+    base = "_" + base if base[0].isdigit() else base
     for i, k in enumerate(kernels):
         kname = f"{base}_kernel" if len(kernels) == 1 else f"{base}_kernel_{i}"
         text, info = _emit_kernel(func, k, kname, params, const_ids, fast_math, index64)

@@ -479,7 +479,15 @@ def _sync_warp(p: ExprPrinter, e: E.Builtin) -> Rendered:
 
 @builtin_rule("address_of")
 def _address_of(p: ExprPrinter, e: E.Builtin) -> Rendered:
-    return p.address(e.args[0])
+    """``&buf[flat]``; with attrs ``ctype``, that address as a ``ctype*``."""
+    ctype = e.attr("ctype")
+    addr = p.address(e.args[0])
+    if ctype is None:
+        return addr
+    load = e.args[0]
+    if isinstance(load, E.BufferLoad) and load.buffer in p.const_buffers:
+        ctype = f"const {ctype}"
+    return f"reinterpret_cast<{ctype}*>({addr[0]})", PRIMARY
 
 
 @builtin_rule("reinterpret")

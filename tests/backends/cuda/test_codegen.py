@@ -388,3 +388,21 @@ def test_math_and_builtins_compile():
     for fast in (False, True):
         mod = codegen(func, pass_configs={"tl.enable_fast_math": fast})
         compiler.compile_cuda(mod.source, "sm_80", fast_math=fast)
+
+
+def test_attr_stmt_and_typed_address():
+    """AttrStmt bodies are emitted in place; address_of with a ctype casts the pointer."""
+    R = Buffer("R", (8,), "float16", scope="local")
+    C = Buffer("C", (8,), "float32")
+    t = Var("t")
+    call = Builtin("tl::mma_m16n8k16_f16_f32", (
+        Builtin("address_of", (C[0],)),
+        Builtin("address_of", (R[0],), attrs=(("ctype", "unsigned"),)),
+        Builtin("address_of", (R[4],), attrs=(("ctype", "unsigned"),))))
+    body = S.AttrStmt("tile_op", "T.gemm", S.Evaluate(call))
+    k = S.Kernel(grid=(1,), threads=(32,), block_vars=(Var("b"),), allocs=(R,), body=body, thread_var=t)
+    src = codegen(S.PrimFunc("attr", (C,), k)).source
+    assert "// T.gemm" in src
+    assert ("tl::mma_m16n8k16_f16_f32(&C[0], reinterpret_cast<unsigned*>(&R[0]), "
+            "reinterpret_cast<unsigned*>(&R[4]));") in src
+    assert '#include "tegula/mma.h"' in src
