@@ -240,8 +240,9 @@ class FlatLayout(Fragment):
     def local_size(self) -> int:  # type: ignore[override]
         return _prod(self.dims) // self.T
 
-    def coords(self, t: Expr, k: int) -> tuple[Expr, ...]:
-        q, e = divmod(k, self.v)
+    def coords(self, t: Expr, k: Any) -> tuple[Expr, ...]:
+        k = E.as_expr(k)
+        q, e = k // self.v, k % self.v
         flat = t * self.v + (q * self.T * self.v + e)
         return unflatten(flat, self.dims)
 
@@ -277,9 +278,12 @@ class RowsOf(Fragment):
     def local_size(self) -> int:  # type: ignore[override]
         return max(self.parent.row_local(k) for k in range(self.parent.local_size)) + 1
 
-    def parent_k(self, r: int) -> int:
+    def parent_k(self, r: Any) -> Any:
         """A register of the parent in row-local ``r``."""
-        return next(k for k in range(self.parent.local_size) if self.parent.row_local(k) == r)
+        p = self.parent
+        if isinstance(p, MmaLayout):
+            return (r // 2) * (p.NI * 4) + (r % 2) * 2
+        return r * p.Q * p.v
 
     def coords(self, t: Expr, k: int) -> tuple[Expr, ...]:
         return (self.parent.coords(t, self.parent_k(k))[0],)
@@ -307,8 +311,10 @@ class Replicated(Fragment):
     def local_size(self) -> int:  # type: ignore[override]
         return _prod(self.dims)
 
-    def coords(self, t: Expr, k: int) -> tuple[Expr, ...]:
-        return tuple(E.const(c) for c in _unravel(k, self.dims))
+    def coords(self, t: Expr, k: Any) -> tuple[Expr, ...]:
+        if isinstance(k, int):
+            return tuple(E.const(c) for c in _unravel(k, self.dims))
+        return unflatten(E.as_expr(k), self.dims)
 
     def key(self) -> tuple:
         return (self.dims, self.T)
