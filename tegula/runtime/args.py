@@ -214,3 +214,21 @@ def _torch_dtype(d: dt.DType) -> Any:
 
     name = {"float8_e4m3": "float8_e4m3fn", "bool": "bool"}.get(d.name, d.name)
     return getattr(torch, name)
+
+
+def to_device_tensor(a: np.ndarray, torch: Any) -> Any:
+    """A CUDA torch tensor holding a copy of numpy array ``a`` (bfloat16 / fp8 included)."""
+    d = dt.as_dtype(a.dtype)
+    a = np.ascontiguousarray(a)
+    if d.name == "bfloat16":
+        t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    elif d.name.startswith("float8"):
+        t = torch.from_numpy(a.view(np.uint8)).view(_torch_dtype(d))
+    else:
+        t = torch.from_numpy(a)
+    return t.to("cuda")
+
+
+def to_host_array(t: Any, np_dtype: Any = None) -> np.ndarray:
+    """A numpy copy of a device tensor, in the matching numpy dtype."""
+    return to_numpy(t.detach().cpu()).copy()

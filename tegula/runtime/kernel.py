@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence, Union
 
+import numpy as np
+
 from tegula.errors import ConfigError
 from tegula.ir.buffer import Buffer
 from tegula.ir.stmt import PrimFunc
@@ -55,6 +57,8 @@ class JITKernel:
         return self.func.params
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
+        if self.device != "cpu" and any(isinstance(a, np.ndarray) for a in args):
+            return self._call_with_host_arrays(args)
         bound = A.bind(self.func, self.inputs, args, self.device)
         values = bound.values
         for i in self.out_idx:
@@ -64,6 +68,22 @@ class JITKernel:
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _call_with_host_arrays(self, args: tuple) -> Any:
+        """numpy arrays on a GPU target: copy them to the device, run, copy results back
+        (outputs come back as numpy; inputs the kernel wrote are updated in place)."""
+        import torch
+
+        dev = [A.to_device_tensor(a, torch) if isinstance(a, np.ndarray) else a for a in args]
+        out = self(*dev)
+        for a, d in zip(args, dev):
+            if isinstance(a, np.ndarray):
+                a[...] = A.to_host_array(d, a.dtype)
+        if out is None:
+            return None
+        if isinstance(out, tuple):
+            return tuple(A.to_host_array(o) for o in out)
+        return A.to_host_array(out)
 
     def get_kernel_source(self) -> str:
         """The code this kernel runs: printed IR on the CPU, CUDA C++ on a GPU."""
