@@ -51,12 +51,16 @@ class JITKernel:
         self.inputs = [i for i in range(len(func.params)) if i not in self.out_idx]
         self.artifact = builder_for(self.target)(func, self.target, self.pass_configs)
         self.device = "cpu" if self.target.kind in ("cpu", "cuda-emu") else "cuda"
+        self._plans: dict = {}
 
     @property
     def params(self) -> tuple:
         return self.func.params
 
     def __call__(self, *args: Any, stream: Any = None) -> Any:
+        fast = self._fast_call(args)
+        if fast is not None:
+            return fast[0]
         if self.device != "cpu" and any(isinstance(a, np.ndarray) for a in args):
             return self._call_with_host_arrays(args)
         bound = A.bind(self.func, self.inputs, args, self.device)
@@ -64,10 +68,51 @@ class JITKernel:
         for i in self.out_idx:
             values[i] = A.alloc_output(self.func.params[i], bound.dyn, bound.like_torch, self.device)
         self.artifact.run(values)
+        if bound.like_torch is not None and all(A.is_torch(a) for a in args):
+            self._remember(args, values)
         outs = [values[i] for i in self.out_idx]
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # -- the fast path: torch tensors with a (dtype, shape, device) signature seen before -----
+    @staticmethod
+    def _signature(args: tuple) -> Optional[tuple]:
+        try:
+            return tuple((a.dtype, a.shape, a.device, a.is_contiguous()) for a in args)
+        except AttributeError:
+            return None
+
+    def _remember(self, args: tuple, values: list) -> None:
+        sig = self._signature(args)
+        if sig is None or not all(s[3] for s in sig):
+            return
+        outs = [(i, tuple(values[i].shape), values[i].dtype) for i in self.out_idx]
+        if len(self._plans) > 64:
+            self._plans.clear()
+        self._plans[sig] = outs
+
+    def _fast_call(self, args: tuple) -> Optional[tuple]:
+        """Run without re-validating when every argument is a torch tensor whose dtype, shape,
+        device and contiguity match an earlier, validated call; None otherwise."""
+        if not self._plans or len(args) != len(self.inputs):
+            return None
+        outs = self._plans.get(self._signature(args))
+        if outs is None:
+            return None
+        import torch
+
+        values: list = [None] * len(self.func.params)
+        for i, a in zip(self.inputs, args):
+            values[i] = a
+        dev = args[0].device if args else self.device
+        for i, shape, dtype in outs:
+            values[i] = torch.empty(shape, dtype=dtype, device=dev)
+        self.artifact.run(values)
+        res = [values[i] for i, _, _ in outs]
+        if not res:
+            return (None,)
+        return (res[0] if len(res) == 1 else tuple(res),)
 
     def _call_with_host_arrays(self, args: tuple) -> Any:
         """numpy arrays on a GPU target: copy them to the device, run, copy results back

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from tegula.errors import ConfigError
+from tegula.errors import ConfigError, TegulaError
 from tegula.ir.stmt import PrimFunc
 from tegula.target import Target, register
 from tegula.backends.cuda.codegen import CudaModule, codegen
+from tegula.backends.cuda import cache
 from tegula.backends.cuda.compiler import CompileResult, compile_cuda, detect_arch
 
 
@@ -85,12 +86,57 @@ def build_lowered(func: PrimFunc, arch: str, pass_configs: Optional[dict] = None
     return CudaArtifact(func, module, result)
 
 
+def _ir_key(func: PrimFunc, arch: str, pass_configs: dict) -> str:
+    """Disk-cache key of a tile-level function: its printed IR, arch, options, tegula version."""
+    options, fast = _options(pass_configs)
+    cfg = repr(sorted((k, repr(v)) for k, v in pass_configs.items()))
+    return cache.cache_key("tile-ir\n" + func.script(), arch, [*options, f"fast={fast}", cfg])
+
+
+def _module_from_cache(func: PrimFunc, source: str, meta: dict) -> Optional[CudaModule]:
+    """Launch information for a cached build, rebuilt from the tile-level function (the grid,
+    block and parameters lowering does not change) and the entry's metadata."""
+    from tegula.backends.cuda.codegen import KernelInfo, _kernels_of, _params
+
+    kernels = _kernels_of(func)
+    saved = meta.get("kernels") or []
+    if len(saved) != len(kernels):
+        return None
+    infos = []
+    for k, m in zip(kernels, saved):
+        grid = tuple(k.grid) + (1,) * (3 - len(k.grid))
+        infos.append(KernelInfo(m["name"], grid, tuple(m["block"]), int(m["dynamic_smem_bytes"])))
+    return CudaModule(source, infos, _params(func), list(meta.get("headers", [])))
+
+
 @register("cuda")
 def build(func: PrimFunc, target: Target, pass_configs: dict) -> CudaArtifact:
-    """The ``cuda`` target's builder: lower ``func`` with the CUDA pipeline, then build it."""
+    """The ``cuda`` target's builder: lower ``func`` with the CUDA pipeline, then build it.
+
+    A function built before (same printed IR, arch and options) is loaded from the disk cache
+    without lowering or compiling again.
+    """
+    from tegula import config
     from tegula.backends.cuda.pipeline import lower
 
     arch = resolve_arch(target)
     target = Target("cuda", arch)
-    lowered = lower(func, target, pass_configs)
-    return build_lowered(lowered, arch, pass_configs)
+    use_cache = not config.get().disable_cache
+    key = _ir_key(func, arch, pass_configs) if use_cache else ""
+    if use_cache:
+        hit = cache.load(key)
+        if hit is not None:
+            source, cubin, meta = hit
+            try:
+                module = _module_from_cache(func, source, meta)
+            except TegulaError:
+                module = None
+            if module is not None:
+                result = CompileResult(cubin, None, meta.get("log", ""), arch, meta.get("compiler", "?"), 0.0, True)
+                return CudaArtifact(func, module, result)
+    art = build_lowered(lower(func, target, pass_configs), arch, pass_configs)
+    if use_cache:
+        meta = dict(art.metadata)
+        meta["headers"] = list(art.module.headers)
+        cache.store(key, art.source, art.cubin, meta)
+    return art
