@@ -62,6 +62,11 @@ class Fragment:
         """How many warps share one row (1: none)."""
         return 1
 
+    def vec_width(self) -> int:
+        """How many consecutive registers (from a multiple of it) hold consecutive elements of
+        the last dimension."""
+        return 1
+
     def describe(self) -> str:
         return f"{type(self).__name__}{self.key()}"
 
@@ -137,6 +142,9 @@ class MmaLayout(Fragment):
     def row_shuffle_masks(self) -> tuple[int, ...]:
         return (1, 2)
 
+    def vec_width(self) -> int:
+        return 2
+
     def row_cross_warp(self) -> int:
         return self.wn
 
@@ -196,6 +204,9 @@ class RowLayout(Fragment):
     def row_shuffle_masks(self) -> tuple[int, ...]:
         return tuple(1 << b for b in range(min(self.tpr, 32).bit_length() - 1))
 
+    def vec_width(self) -> int:
+        return self.v
+
     def row_cross_warp(self) -> int:
         return max(1, self.tpr // 32)
 
@@ -248,6 +259,9 @@ class FlatLayout(Fragment):
 
     def key(self) -> tuple:
         return (self.dims, self.T, self.v)
+
+    def vec_width(self) -> int:
+        return self.v if self.dims[-1] % self.v == 0 else 1
 
     @staticmethod
     def choose(dims: Sequence[int], T: int, elem_bytes: int) -> Optional["FlatLayout"]:

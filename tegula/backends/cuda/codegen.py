@@ -449,7 +449,11 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
             n = b.numel()
             if not isinstance(n, int):
                 raise UnsupportedError(f"local buffer '{b.name}' has a dynamic shape {b.shape}", span=b.span)
-            align = "__align__(16) " if n * b.dtype.itemsize >= 16 else ""
+            nbytes = n * b.dtype.itemsize
+            a = 16
+            while a > 1 and nbytes % a:  # vector accesses of the array need its alignment
+                a //= 2
+            align = f"__align__({a}) " if a > b.dtype.itemsize else ""
             head.append(f"{align}{ctype} {name}[{n}];")
         elif b.scope == "local.var":
             init = k.alloc_inits.get(b, 0)

@@ -65,6 +65,14 @@ def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
         lay = ctx.layout(d.buffer)
         return ctx.unroll("k", lay.local_size, lambda k: ctx.store(
             d.buffer, (), ctx.load(s.buffer, (), k), k=k))
+    if df and whole(d) and not sf:
+        vec = _fragment_vector(ctx, c, d, s)
+        if vec is not None:
+            return vec
+    if sf and whole(s) and not df:
+        vec = _fragment_vector(ctx, c, s, d)
+        if vec is not None:
+            return vec
     if df and whole(d):
         if sf:  # different layouts: go through the source's shared copy
             pre = [ctx.stage_out(s.buffer), sync()]
@@ -178,3 +186,51 @@ def _flat_copy(ctx: Ctx, c: Copy, staged_src: bool = False, staged_dst: bool = F
         return body
 
     return ctx.unroll("i", per, one)
+
+
+def _fragment_vector(ctx: Ctx, c: Copy, frag_r: BufferRegion, mem_r: BufferRegion) -> Optional[Stmt]:
+    """A fragment <-> memory copy moving whole vectors: the ``v`` registers from ``k0 = v*i``
+    hold consecutive elements of the last dimension, which are consecutive in memory too.
+
+    Loads go memory -> a small register array of the memory's dtype -> converted into the
+    fragment; stores the other way. Returns None when the vector form does not apply."""
+    frag = frag_r.buffer
+    lay = ctx.layout(frag)
+    v = lay.vec_width()
+    mem = mem_r.buffer
+    while v > 1 and (v * mem.dtype.itemsize > 16 or not _contiguous_aligned(ctx, mem_r, v)
+                     or lay.local_size % v):
+        v //= 2
+    if v <= 1 or frag_r.tile_shape()[-1:] != mem_r.tile_shape()[-1:]:
+        return None
+    load = frag_r is c.dst
+    nbytes = v * mem.dtype.itemsize
+    tmp = Buffer(ctx.fresh("vec"), (v,), mem.dtype, "local")
+    ctx.allocs.append(tmp)
+
+    def one(i: Any) -> Stmt:
+        k0 = i * v
+        tile = _tile_idx(frag_r, lay.coords(ctx.tid, k0))
+        midx = region_index(mem_r, tile)
+        ok = ctx.in_bounds(mem, midx) if mem.scope == "global" else None
+        m_addr = addr(ctx.load(mem, midx))
+        t_addr = addr(BufferLoad_(tmp, 0))
+        if load:
+            move: Stmt = Evaluate(call("tl::copy_vec", t_addr, m_addr, template=(nbytes,)))
+            if ok is not None:
+                move = IfThenElse(ok, move, seq(*[ctx.store(tmp, (E.const(e),), E.cast(mem.dtype, 0)) for e in range(v)]))
+            conv = seq(*[ctx.store(frag, (), ctx.load(tmp, (E.const(e),)), k=k0 + e) for e in range(v)])
+            return seq(move, conv)
+        conv = seq(*[ctx.store(tmp, (E.const(e),), ctx.load(frag, (), k0 + e)) for e in range(v)])
+        move = Evaluate(call("tl::copy_vec", m_addr, t_addr, template=(nbytes,)))
+        if ok is not None:
+            move = IfThenElse(ok, move)
+        return guard_primary(lay, ctx.tid, k0, seq(conv, move))
+
+    return ctx.unroll("k", lay.local_size // v, one)
+
+
+def BufferLoad_(buf: Buffer, i: int) -> Any:
+    from tegula.ir.expr import BufferLoad
+
+    return BufferLoad(buf, (E.const(i),))
