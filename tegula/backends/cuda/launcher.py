@@ -174,6 +174,27 @@ class _Loaded:
         self.ctx = ctx
         self.module = module
         self.functions = functions
+        self.handles = [int(f) for f in functions]  # raw CUfunction pointers, for the ctypes path
+
+
+_CUDA_ERROR_INVALID_CONTEXT = 201
+_raw_launch: Any = None
+
+
+def raw_launch() -> Any:
+    """``cuLaunchKernel`` of the driver library through ctypes (a fraction of the cost of a call
+    through the bindings), or None when the library cannot be opened."""
+    global _raw_launch
+    if _raw_launch is None:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            fn = lib.cuLaunchKernel
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+            _raw_launch = fn
+        except (OSError, AttributeError):
+            _raw_launch = False
+    return _raw_launch or None
 
 
 class Launcher:
@@ -270,14 +291,22 @@ class Launcher:
         if pushed:
             check(drv.cuCtxPushCurrent(loaded.ctx), "cuCtxPushCurrent")
         try:
+            fast = raw_launch()
             with self._lock:
                 self._struct.pack_into(self._buf, 0, *args)
-                for f, (grid, static, block, smem) in zip(loaded.functions, self._launches):
+                for f, h, (grid, static, block, smem) in zip(loaded.functions, loaded.handles, self._launches):
                     g = grid if static else grid(args)
                     if g[0] <= 0 or g[1] <= 0 or g[2] <= 0:
                         continue  # an empty grid: nothing to do
-                    (err,) = drv.cuLaunchKernel(f, g[0], g[1], g[2], block[0], block[1], block[2],
-                                                smem, stream, self._ptrs_addr, 0)
+                    if fast is not None:
+                        code = fast(h, g[0], g[1], g[2], block[0], block[1], block[2], smem,
+                                    int(stream), self._ptrs_addr, None)
+                        if code == 0:
+                            continue
+                        err = drv.CUresult(code)
+                    else:
+                        (err,) = drv.cuLaunchKernel(f, g[0], g[1], g[2], block[0], block[1], block[2],
+                                                    smem, stream, self._ptrs_addr, 0)
                     if err == drv.CUresult.CUDA_ERROR_INVALID_CONTEXT and not pushed:
                         # this thread has no (or another) current context: launch in the module's
                         check(drv.cuCtxPushCurrent(loaded.ctx), "cuCtxPushCurrent")

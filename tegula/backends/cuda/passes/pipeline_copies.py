@@ -13,12 +13,11 @@ Before/after (S = 3, one producer)::
         T.gemm(A_s, B_s, C)                          if s < n: T.copy(A[.., s * 32], A_s[s])  # async
                                                      T.cp_async_commit()
                                                  for k in T.serial(n):
+                                                     T.cp_async_wait(1)
+                                                     T.sync_threads()
                                                      if k + 2 < n: T.copy(A[.., (k + 2) * 32], A_s[(k + 2) % 3])
                                                      T.cp_async_commit()
-                                                     T.cp_async_wait(2)
-                                                     T.sync_threads()
                                                      T.gemm(A_s[k % 3], B_s, C)
-                                                     T.sync_threads()
 
 The issue statements are wrapped in ``AttrStmt("pipeline_issue", ...)``: barrier insertion
 leaves them to the barriers placed here.
@@ -166,7 +165,9 @@ def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[
     nxt = AttrStmt("pipeline_issue", S, IfThenElse(E.compare("lt", ahead, n), issue(ahead)), span=loop.span)
     cons = _Restage(mb, it % S).visit(seq(*consumers))
     sync = _builtin("sync_threads")
-    new_body = seq(nxt, commit, _builtin("tl::cp_async_wait", (S - 1,)), sync, cons, sync)
+    # one barrier per iteration: after it, stage k has landed for every thread and every thread
+    # is done with stage (k - 1) % S, which the copies issued next overwrite
+    new_body = seq(_builtin("tl::cp_async_wait", (S - 2,)), sync, nxt, commit, cons)
     return seq(*prologue, For(k, start, n, new_body, "serial", 1,
                               {a: v for a, v in loop.annotations.items() if a not in ("num_stages",)},
                               span=loop.span))
