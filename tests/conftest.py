@@ -6,3 +6,20 @@ import pytest
 def rng():
     """A fresh generator per test, seeded differently each run (inputs are never fixed)."""
     return np.random.default_rng()
+
+
+def _gpu_present() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def target(request):
+    """Kernel tests run twice: on the interpreter always, on CUDA where a GPU is present."""
+    if request.param == "cuda" and not _gpu_present():
+        pytest.skip("no CUDA GPU")
+    return request.param

@@ -35,9 +35,9 @@ def gemm_kernel(M, N, K, bm, bn, bk, dtype="float16", accum="float32", ta=False,
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
-def test_gemm_transposes_ragged(rng, ta, tb):
+def test_gemm_transposes_ragged(target, rng, ta, tb):
     M, N, K = 70, 45, 50
-    k = tilelang.compile(gemm_kernel(M, N, K, 32, 32, 16, ta=ta, tb=tb), out_idx=[-1], target="cpu")
+    k = tilelang.compile(gemm_kernel(M, N, K, 32, 32, 16, ta=ta, tb=tb), out_idx=[-1], target=target)
     a = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float16)
     b = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float16)
     c = k(a, b)
@@ -46,11 +46,11 @@ def test_gemm_transposes_ragged(rng, ta, tb):
     np.testing.assert_allclose(c, A64 @ B64, rtol=1e-3, atol=1e-3)
 
 
-def test_gemm_int8_int32(rng):
+def test_gemm_int8_int32(target, rng):
     M = N = 64
     K = 96
     k = tilelang.compile(gemm_kernel(M, N, K, 32, 32, 32, dtype="int8", accum="int32", tb=True),
-                         out_idx=[-1], target="cpu")
+                         out_idx=[-1], target=target)
     a = rng.integers(-128, 128, (M, K)).astype(np.int8)
     b = rng.integers(-128, 128, (N, K)).astype(np.int8)
     c = k(a, b)
@@ -109,7 +109,7 @@ def test_eager_call_and_compile(rng):
     assert 'T.Tensor((48, 40), "float16")' in k.get_kernel_source()
 
 
-def test_dynamic_rows_softmax_one_kernel(rng):
+def test_dynamic_rows_softmax_one_kernel(target, rng):
     m = T.dynamic("m")
     N, BM = 64, 8
 
@@ -128,7 +128,7 @@ def test_dynamic_rows_softmax_one_kernel(rng):
                 x[i, j] = x[i, j] / s[i]
             T.copy(x, Y[bx * BM, 0])
 
-    k = tilelang.compile(softmax, out_idx=[1], target="cpu")
+    k = tilelang.compile(softmax, out_idx=[1], target=target)
     for rows in (5, 37):
         x = rng.standard_normal((rows, N)).astype(np.float32)
         y = k(x)
@@ -138,7 +138,7 @@ def test_dynamic_rows_softmax_one_kernel(rng):
         np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
 
 
-def test_splitk_atomic_tile(rng):
+def test_splitk_atomic_tile(target, rng):
     M, N, K, bm, bn, bk, S = 32, 32, 128, 16, 16, 16, 4
 
     @T.prim_func
@@ -155,7 +155,7 @@ def test_splitk_atomic_tile(rng):
                 T.gemm(A_s, B_s, C_l)
             T.atomic_add(C[by * bm, bx * bn], C_l)
 
-    k = tilelang.compile(main, target="cpu")
+    k = tilelang.compile(main, target=target)
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
     c = np.zeros((M, N), np.float32)
@@ -163,7 +163,7 @@ def test_splitk_atomic_tile(rng):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)
 
 
-def test_macro_var_while_and_element_atomic(rng):
+def test_macro_var_while_and_element_atomic(target, rng):
     N = 100
 
     @T.macro
@@ -182,7 +182,7 @@ def test_macro_var_while_and_element_atomic(rng):
             if acc > 0:
                 T.atomic_add(cnt[0], 1)
 
-    k = tilelang.compile(main, target="cpu")
+    k = tilelang.compile(main, target=target)
     x = rng.standard_normal(N).astype(np.float32)
     total = np.zeros(1, np.float32)
     cnt = np.zeros(1, np.int32)
@@ -192,7 +192,7 @@ def test_macro_var_while_and_element_atomic(rng):
     assert cnt[0] == (sums > 0).sum()
 
 
-def test_quantize_absmax_rows(rng):
+def test_quantize_absmax_rows(target, rng):
     M, N, BM = 24, 64, 8
 
     @T.prim_func
@@ -208,7 +208,7 @@ def test_quantize_absmax_rows(rng):
                 Q[bx * BM + i, j] = T.Cast("int8", T.round(x[i, j] / amax[i]))
             T.copy(amax, S[bx * BM])
 
-    k = tilelang.compile(quant, out_idx=[1, 2], target="cpu")
+    k = tilelang.compile(quant, out_idx=[1, 2], target=target)
     x = rng.standard_normal((M, N)).astype(np.float32)
     q, s = k(x)
     x64 = x.astype(np.float64)
@@ -217,7 +217,7 @@ def test_quantize_absmax_rows(rng):
     np.testing.assert_array_equal(q, np.round(x64 / s_ref[:, None]).astype(np.int8))
 
 
-def test_cumsum_unary_math_and_casts(rng):
+def test_cumsum_unary_math_and_casts(target, rng):
     N = 16
 
     @T.prim_func
@@ -232,7 +232,7 @@ def test_cumsum_unary_math_and_casts(rng):
                 Z[i, j] = (T.sigmoid(x[i, j]) + T.tanh(x[i, j]) * T.abs(x[i, j])
                            + T.if_then_else(x[i, j] > 0, T.sqrt(T.abs(x[i, j])), T.floor(x[i, j]))).astype("bfloat16")
 
-    k = tilelang.compile(main, out_idx=[1, 2], target="cpu")
+    k = tilelang.compile(main, out_idx=[1, 2], target=target)
     x = rng.standard_normal((4, N)).astype(np.float32)
     y, z = k(x)
     x64 = x.astype(np.float64)
