@@ -303,7 +303,11 @@ class RowsOf(Fragment):
         return (self.parent.coords(t, self.parent_k(k))[0],)
 
     def key(self) -> tuple:
-        return (type(self.parent).__name__,) + self.parent.key()
+        # which thread holds which row does not depend on the parent's columns
+        p = self.parent
+        if isinstance(p, MmaLayout):
+            return ("mma", p.M, p.wm, p.wn)
+        return ("row", p.R, p.T, p.tpr)
 
 
 @dataclass(frozen=True, eq=False)

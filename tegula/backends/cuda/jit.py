@@ -86,11 +86,35 @@ def build_lowered(func: PrimFunc, arch: str, pass_configs: Optional[dict] = None
     return CudaArtifact(func, module, result)
 
 
+_FINGERPRINT: Optional[str] = None
+
+
+def compiler_fingerprint() -> str:
+    """A hash of the code that turns tile IR into CUDA (passes, layouts, codegen, headers), so a
+    changed compiler never reuses entries of an older one."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        import hashlib
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[2]
+        h = hashlib.sha256()
+        for sub in ("backends/cuda", "layout", "arith", "ir", "language"):
+            for f in sorted((root / sub).rglob("*")):
+                if f.suffix in (".py", ".h") and f.is_file():
+                    h.update(str(f.relative_to(root)).encode())
+                    h.update(f.read_bytes())
+        _FINGERPRINT = h.hexdigest()[:16]
+    return _FINGERPRINT
+
+
 def _ir_key(func: PrimFunc, arch: str, pass_configs: dict) -> str:
-    """Disk-cache key of a tile-level function: its printed IR, arch, options, tegula version."""
+    """Disk-cache key of a tile-level function: its printed IR, arch, options, and the version
+    and fingerprint of the compiler."""
     options, fast = _options(pass_configs)
     cfg = repr(sorted((k, repr(v)) for k, v in pass_configs.items()))
-    return cache.cache_key("tile-ir\n" + func.script(), arch, [*options, f"fast={fast}", cfg])
+    return cache.cache_key("tile-ir\n" + func.script(), arch,
+                           [*options, f"fast={fast}", cfg, compiler_fingerprint()])
 
 
 def _module_from_cache(func: PrimFunc, source: str, meta: dict) -> Optional[CudaModule]:

@@ -196,6 +196,11 @@ class _Block:
                           self.lower(s.else_) if s.else_ is not None else None, span=s.span)
 
     def s_LetStmt(self, s: LetStmt) -> Stmt:
+        from tegula.arith.bound import bound
+
+        b = bound(s.value, self.ctx.ranges) if s.value.dtype.is_int else None
+        if b is not None:
+            self.ctx.bind_range(s.var, *b)  # so guards on it can be proven away
         return LetStmt(s.var, self.expr(s.value), span=s.span)
 
     def s_Break(self, s: Break) -> Stmt:

@@ -30,7 +30,7 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import Builtin, BufferLoad, Var
-from tegula.ir.stmt import (AttrStmt, BufferStore, Copy, Evaluate, For, IfThenElse, Kernel, PrimFunc, SeqStmt,
+from tegula.ir.stmt import (AttrStmt, BufferStore, Copy, LetStmt, Evaluate, For, IfThenElse, Kernel, PrimFunc, SeqStmt,
                             Stmt, seq)
 from tegula.ir.visitor import Mutator, Visitor, collect_vars, substitute
 
@@ -122,12 +122,16 @@ def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[
     body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
     inner_defs = _defined_in(loop.body)
     producers, consumers = [], []
+    lets: dict = {}  # values of the loop body's lets so far, in terms of the loop variable
     for s in body:
-        if isinstance(s, Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope in SHARED \
-                and not (set(collect_vars(s.src)) & inner_defs):
-            producers.append(s)
-        else:
-            consumers.append(s)
+        if isinstance(s, LetStmt):
+            lets[s.var] = substitute(s.value, lets)
+        if isinstance(s, Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope in SHARED:
+            src = substitute(s.src, lets)
+            if not (set(collect_vars(src)) & inner_defs):
+                producers.append(Copy(src, s.dst, dict(s.annotations), span=s.span))
+                continue
+        consumers.append(s)
     if not producers:
         return None
     tiles = [p.dst.buffer for p in producers]
