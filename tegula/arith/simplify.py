@@ -544,11 +544,29 @@ class StmtSimplifier(Mutator):
     def __init__(self, bounds: dict[Var, Interval]):
         super().__init__()
         self.bounds = bounds
+        self.let_consts: dict[Var, Const] = {}  # lets whose value folded to a constant
 
     def visit(self, node: Any) -> Any:
         if isinstance(node, Expr):
+            if self.let_consts:
+                from tegula.ir.visitor import substitute
+
+                node = substitute(node, self.let_consts)
             return simplify(node, self.bounds)
         return super().visit(node)
+
+    def visit_LetStmt(self, s: S.LetStmt) -> S.Stmt:
+        """A let's value bounds its variable for the statements after it (vars are unique)."""
+        from tegula.arith.bound import bound
+
+        value = self.visit(s.value)
+        if isinstance(value, Const):
+            self.let_consts[s.var] = value
+        elif value.dtype.is_int:
+            b = bound(value, self.bounds)
+            if b is not None:
+                self.bounds[s.var] = b
+        return s if value is s.value else dataclasses.replace(s, value=value)
 
     def dim(self, d: Any) -> Any:
         """A shape or extent: an int when it folds to a constant."""
@@ -577,6 +595,8 @@ class StmtSimplifier(Mutator):
         for v, g in zip(k.block_vars, grid):
             if isinstance(g, int) and g > 0:
                 self.bounds[v] = (0, g - 1)
+        if k.thread_var is not None:
+            self.bounds[k.thread_var] = (0, k.num_threads - 1)
         out = self.generic_visit(k)
         self.bounds = saved
         if any(a is not b for a, b in zip(grid, k.grid)):
