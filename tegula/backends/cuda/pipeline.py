@@ -15,6 +15,7 @@ from tegula.target import Target
 
 def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[PrimFunc], PrimFunc]]]:
     """The passes of the CUDA pipeline, in order, with their names."""
+    from tegula.backends.cuda.passes.check_resources import check_resources
     from tegula.backends.cuda.passes.insert_barriers import insert_barriers
     from tegula.backends.cuda.passes.lower_tile_ops import lower_tile_ops
     from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
@@ -33,6 +34,8 @@ def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[Prim
         out.append(("InsertBarriers", insert_barriers))
     # clean up the index arithmetic lowering produced
     out.append(("SimplifyLowered", simplify_stmt))
+    # shared memory and threads within the target's limits (a user error otherwise)
+    out.append(("CheckResources", lambda f: check_resources(f, target.arch or "sm_80")))
     return out
 
 

@@ -77,3 +77,14 @@ def test_cached_load_skips_lowering(tmp_path, monkeypatch):
     assert second.get_kernel_source() == first.get_kernel_source()
     assert second.artifact.cubin == first.artifact.cubin
     assert [k.name for k in second.artifact.module.kernels] == [k.name for k in first.artifact.module.kernels]
+
+
+def test_too_much_shared_memory_is_a_resource_error_naming_buffers(tmp_path):
+    from tegula import errors
+
+    prim = ex("gemm").matmul.get_tir(1024, 1024, 1024, 256, 256, 128, 4, 256)
+    with config.override(cache_dir=str(tmp_path)), pytest.raises(errors.ResourceError) as ei:
+        tegula.compile(prim, target="cuda:sm_80")
+    msg = str(ei.value)
+    assert "A_shared [4, 256, 128] float16 = 262144 B" in msg
+    assert "166912" in msg and "num_stages" in msg and "gemm.py:" in msg

@@ -84,6 +84,7 @@ def lower_kernel(k: Kernel) -> Kernel:
     ann = dict(k.annotations)
     ann["layouts"] = {b.name: plan.fragments[b].describe() for b in plan.fragments}
     ann["shared_layouts"] = {b.name: lay.describe() for b, lay in ((b, ctx.shared(b)[1]) for b in k.allocs if b.scope in SHARED)}
+    ann["shared_shapes"] = {b.name: tuple(b.shape) for b in k.allocs if b.scope in SHARED}
     ann.pop("layout_map", None)
     return Kernel(k.grid, k.threads, k.block_vars, allocs, body, dict(k.alloc_inits), ann,
                   thread_var=tid, span=k.span)

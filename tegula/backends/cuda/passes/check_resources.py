@@ -1,0 +1,53 @@
+"""Check that every kernel fits the target: shared memory per block and threads per block.
+
+Runs on the lowered kernel, where every shared buffer (pipeline stages, staging copies and
+reduction scratch included) is allocated. Too much of either is a user error that names the
+buffers and their sizes and says what to shrink; nothing is compiled.
+"""
+from __future__ import annotations
+
+from tegula.errors import ResourceError
+from tegula.ir.stmt import Kernel, PrimFunc
+from tegula.ir.visitor import Visitor
+
+# the most dynamic shared memory one block may opt in to, by compute capability
+SMEM_LIMIT = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448, 120: 101376}
+SMEM_ALIGN = 128
+
+
+def smem_limit(arch: str) -> int:
+    digits = "".join(c for c in arch if c.isdigit())
+    cc = int(digits) if digits else 80
+    return SMEM_LIMIT.get(cc, max(v for k, v in SMEM_LIMIT.items() if k <= cc) if cc >= 80 else 49152)
+
+
+def kernel_smem(k: Kernel) -> list[tuple[str, tuple, str, int]]:
+    """(name, shape, dtype, bytes) of each shared buffer a lowered kernel allocates."""
+    shapes = k.annotations.get("shared_shapes", {})  # the tile shapes, before flattening
+    out = []
+    for b in k.allocs:
+        if b.scope in ("shared", "shared.dyn"):
+            out.append((b.name, tuple(shapes.get(b.name, b.shape)), b.dtype.name, b.nbytes()))
+    return out
+
+
+def check_resources(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
+    limit = smem_limit(arch)
+
+    class V(Visitor):
+        def visit_Kernel(self, k: Kernel) -> None:
+            if k.num_threads > 1024:
+                raise ResourceError(f"this kernel asks for {k.num_threads} threads per block; CUDA allows "
+                                    "at most 1024", k.span, hint="use fewer threads (T.Kernel(..., threads=...))")
+            bufs = kernel_smem(k)
+            total = sum(-(-n // SMEM_ALIGN) * SMEM_ALIGN for *_, n in bufs)
+            if total > limit:
+                lines = ", ".join(f"{name} {list(shape)} {d} = {n} B" for name, shape, d, n in
+                                  sorted(bufs, key=lambda x: -x[3]))
+                raise ResourceError(
+                    f"this kernel needs {total} bytes of shared memory per block but {arch} allows "
+                    f"{limit}: {lines}", k.span,
+                    hint="use smaller tiles (block sizes) or fewer pipeline stages (num_stages)")
+
+    V().visit(func)
+    return func
