@@ -18,6 +18,7 @@ def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[Prim
     from tegula.backends.cuda.passes.check_resources import check_resources
     from tegula.backends.cuda.passes.insert_barriers import insert_barriers
     from tegula.backends.cuda.passes.lower_tile_ops import lower_tile_ops
+    from tegula.backends.cuda.passes.plan_shared_memory import plan_shared_memory
     from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
 
     out: list[tuple[str, Callable[[PrimFunc], PrimFunc]]] = [
@@ -34,6 +35,8 @@ def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[Prim
         out.append(("InsertBarriers", insert_barriers))
     # clean up the index arithmetic lowering produced
     out.append(("SimplifyLowered", simplify_stmt))
+    # byte offsets of shared buffers; buffers separated by a barrier share bytes
+    out.append(("PlanSharedMemory", plan_shared_memory))
     # shared memory and threads within the target's limits (a user error otherwise)
     out.append(("CheckResources", lambda f: check_resources(f, target.arch or "sm_80")))
     return out

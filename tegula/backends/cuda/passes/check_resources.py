@@ -40,7 +40,9 @@ def check_resources(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
                 raise ResourceError(f"this kernel asks for {k.num_threads} threads per block; CUDA allows "
                                     "at most 1024", k.span, hint="use fewer threads (T.Kernel(..., threads=...))")
             bufs = kernel_smem(k)
-            total = sum(-(-n // SMEM_ALIGN) * SMEM_ALIGN for *_, n in bufs)
+            total = k.annotations.get("smem_bytes")
+            if total is None:
+                total = sum(-(-n // SMEM_ALIGN) * SMEM_ALIGN for *_, n in bufs)
             if total > limit:
                 lines = ", ".join(f"{name} {list(shape)} {d} = {n} B" for name, shape, d, n in
                                   sorted(bufs, key=lambda x: -x[3]))
