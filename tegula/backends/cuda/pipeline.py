@@ -20,10 +20,14 @@ def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[Prim
     from tegula.backends.cuda.passes.lower_tile_ops import lower_tile_ops
     from tegula.backends.cuda.passes.plan_shared_memory import plan_shared_memory
     from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
+    from tegula.transform.specialize_masks import specialize_masks
 
     out: list[tuple[str, Callable[[PrimFunc], PrimFunc]]] = [
         # fold index arithmetic the frontend left (ceildiv of constants, x*64+64-x*64, ...)
         ("Simplify", simplify_stmt),
+        # parallel loops masked by affine conditions get a copy without the mask, taken by the
+        # (usually most) tiles where it holds everywhere: causal attention, ragged tails
+        ("SpecializeMasks", specialize_masks),
         # T.Pipelined: multi-buffer the shared tiles its copies fill, issue them stages ahead
         # with cp.async; must see tile-level copies, so it runs before lowering
         ("PipelineCopies", pipeline_copies),

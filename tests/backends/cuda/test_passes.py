@@ -54,7 +54,7 @@ def test_barrier_insertion_can_be_disabled():
 
 def test_pipeline_is_a_list_of_named_passes():
     names = [n for n, _ in passes(SM80, {})]
-    assert names[:3] == ["Simplify", "PipelineCopies", "LowerTileOps"]
+    assert names[:4] == ["Simplify", "SpecializeMasks", "PipelineCopies", "LowerTileOps"]
     assert names.index("InsertBarriers") < names.index("PlanSharedMemory") < names.index("CheckResources")
 
 
