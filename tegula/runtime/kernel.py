@@ -79,7 +79,7 @@ class JITKernel:
     @staticmethod
     def _signature(args: tuple) -> Optional[tuple]:
         try:
-            return tuple((a.dtype, a.shape, a.device, a.is_contiguous()) for a in args)
+            return tuple([(a.dtype, a.shape, a.device, a.is_contiguous()) for a in args])
         except AttributeError:
             return None
 

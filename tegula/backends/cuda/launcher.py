@@ -174,7 +174,8 @@ class _Loaded:
         self.ctx = ctx
         self.module = module
         self.functions = functions
-        self.handles = [int(f) for f in functions]  # raw CUfunction pointers, for the ctypes path
+        self.handles = [ctypes.c_void_p(int(f)) for f in functions]  # for the ctypes path
+        self.c_launch: dict = {}  # (kernel index, grid) -> ctypes grid/block/smem arguments
 
 
 _CUDA_ERROR_INVALID_CONTEXT = 201
@@ -183,18 +184,30 @@ _raw_launch: Any = None
 
 def raw_launch() -> Any:
     """``cuLaunchKernel`` of the driver library through ctypes (a fraction of the cost of a call
-    through the bindings), or None when the library cannot be opened."""
+    through the bindings), or None when the library cannot be opened. It takes ctypes values
+    only (no argtypes: the caller converts once and reuses them)."""
     global _raw_launch
     if _raw_launch is None:
         try:
-            lib = ctypes.CDLL("libcuda.so.1")
-            fn = lib.cuLaunchKernel
+            fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
             fn.restype = ctypes.c_int
-            fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
             _raw_launch = fn
         except (OSError, AttributeError):
             _raw_launch = False
     return _raw_launch or None
+
+
+_c_streams: dict = {}
+
+
+def _c_stream(stream: Any) -> Any:
+    s = int(stream)
+    c = _c_streams.get(s)
+    if c is None:
+        if len(_c_streams) > 256:
+            _c_streams.clear()
+        c = _c_streams[s] = ctypes.c_void_p(s)
+    return c
 
 
 class Launcher:
@@ -217,6 +230,7 @@ class Launcher:
         base = ctypes.addressof(self._buf)
         self._ptrs = (ctypes.c_void_p * max(1, self.n))(*[base + 8 * i for i in range(self.n)])
         self._ptrs_addr = ctypes.addressof(self._ptrs)
+        self._c_ptrs = ctypes.c_void_p(self._ptrs_addr)
         slot_of = {id(p.var): i for i, p in enumerate(params) if p.var is not None}
         self._launches = []
         for k in module.kernels:
@@ -294,13 +308,19 @@ class Launcher:
             fast = raw_launch()
             with self._lock:
                 self._struct.pack_into(self._buf, 0, *args)
-                for f, h, (grid, static, block, smem) in zip(loaded.functions, loaded.handles, self._launches):
+                for n, (f, h, (grid, static, block, smem)) in enumerate(
+                        zip(loaded.functions, loaded.handles, self._launches)):
                     g = grid if static else grid(args)
                     if g[0] <= 0 or g[1] <= 0 or g[2] <= 0:
                         continue  # an empty grid: nothing to do
                     if fast is not None:
-                        code = fast(h, g[0], g[1], g[2], block[0], block[1], block[2], smem,
-                                    int(stream), self._ptrs_addr, None)
+                        dims = loaded.c_launch.get((n, g))
+                        if dims is None:
+                            if len(loaded.c_launch) > 1024:
+                                loaded.c_launch.clear()
+                            dims = loaded.c_launch[(n, g)] = tuple(
+                                ctypes.c_uint(int(x)) for x in (*g, *block, smem))
+                        code = fast(h, *dims, _c_stream(stream), self._c_ptrs, None)
                         if code == 0:
                             continue
                         err = drv.CUresult(code)
