@@ -68,6 +68,7 @@ def gpu_available() -> bool:
 
 def _load_backends() -> None:
     import tegula.backends.interp.jit  # noqa: F401  (registers "cpu")
+    import tegula.backends.emu.jit  # noqa: F401  (registers "cuda-emu")
     try:
         import tegula.backends.cuda.jit  # noqa: F401  (registers "cuda")
     except ImportError:

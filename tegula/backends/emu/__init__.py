@@ -1,0 +1,263 @@
+"""The thread-level GPU emulator (``target="cuda-emu"``): lowered kernels run on the CPU, checked.
+
+``execute(func, args, as_warnings=False)`` runs the *thread-level* IR that the CUDA pipeline
+hands to codegen (see :mod:`tegula.backends.cuda.codegen` for its contract) on numpy arrays,
+and reports shared-memory races and memory errors. The IR is compiled once per kernel into
+closures (one rule per node class and builtin, in the registries of :mod:`.context`).
+
+Execution model
+---------------
+- Blocks run one after another in the order of their linear id (``blockIdx.x`` fastest; with
+  ``annotations["swizzle"]`` the block index is rasterized exactly as the generated code does),
+  so atomics are exact. All threads of a block run together as vector lanes: every value is a
+  numpy scalar (the same for all threads) or an array with one entry per thread, and each
+  statement runs for every active thread before the next one starts.
+- Control flow that differs per thread is masked (:mod:`.stmts`). Warp builtins work on groups
+  of 32 lanes and need the whole warp active (:mod:`.builtins`, :mod:`.warp`).
+- Memory (:mod:`.memory`): global buffers are the arrays passed in; shared memory is a byte pool
+  per block laid out by ``annotations["smem_offsets"]``; ``local`` buffers are per-thread arrays.
+- Arithmetic is the interpreter's (narrow floats compute in float32 and round after each
+  operation), so results match it bit for bit where the operations are the same; ``mma`` sums
+  in a different order than the interpreter's gemm and matches within rounding.
+
+Checks (:mod:`.races`), reported as :class:`~tegula.errors.RaceError` (out-of-bounds accesses as
+:class:`~tegula.errors.OutOfBoundsError`), or as :class:`~tegula.backends.emu.races.RaceWarning`
+warnings when ``as_warnings`` (pass config ``tegula.emu_races_as_warnings``):
+
+- shared-memory data races between threads of a block with no barrier in between: read after
+  write, write after read, write after write (element granularity; cp.async writes count when
+  they land, and touching their bytes while in flight is reported too);
+- reads of shared memory never written (or last written through another buffer sharing its bytes);
+- out-of-bounds element accesses of every buffer, vector accesses leaving the buffer, misaligned
+  vector accesses;
+- ``__syncthreads()`` not reached by every thread, warp builtins run by part of a warp.
+
+Each report names the buffer, the element, the two threads and the two kernel source lines.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from tegula.errors import ArgumentError, UnsupportedError
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Var
+from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
+from tegula.backends.interp.context import poison
+from tegula.backends.emu import builtins, exprs, stmts, warp  # noqa: F401 (rules)
+from tegula.backends.emu.context import MASK, STATE, BufInfo, Ctx, StmtFn, compile_expr, compile_stmt
+from tegula.backends.emu.memory import BlockState
+from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
+
+__all__ = ["execute", "compile_func", "RaceWarning"]
+
+SMEM_ALIGN = 128
+
+
+@dataclass
+class CompiledKernel:
+    kernel: Kernel
+    body: StmtFn
+    nthreads: int
+    grid: list            # fns of env -> int
+    block_slots: list
+    thread_slot: int
+    thread_np: Any
+    shared: list          # BufInfo
+    locals_: list         # (BufInfo, poison value)
+    vars_: list           # (BufInfo, init value)
+    pool_bytes: int
+    unit: int
+    sites: list
+
+
+@dataclass
+class Program:
+    func: PrimFunc
+    kernels: list
+    nslots: int
+    params: list          # (param, slot)
+    dyn: list             # (param position, dim, var slot, dtype)
+
+
+_CACHE: "weakref.WeakKeyDictionary[PrimFunc, Program]" = weakref.WeakKeyDictionary()
+
+
+def _shared_layout(k: Kernel) -> tuple[dict, int]:
+    """Byte offset of each shared buffer (the planned ones, else packed as codegen packs them)."""
+    planned = k.annotations.get("smem_offsets") or {}
+    out: dict = {}
+    cursor = total = 0
+    for b in k.allocs:
+        if b.scope not in ("shared", "shared.dyn"):
+            continue
+        if b in planned:
+            off = int(planned[b])
+        else:
+            off = (cursor + SMEM_ALIGN - 1) // SMEM_ALIGN * SMEM_ALIGN
+            cursor = off + b.nbytes()
+        out[id(b)] = off
+        total = max(total, off + b.nbytes())
+    return out, total
+
+
+def _compile_kernel(k: Kernel, base: Ctx) -> CompiledKernel:
+    nthreads = 1
+    for t in k.threads:
+        nthreads *= int(t)
+    ctx = Ctx(nthreads, base.slots, base.nslots, dict(base.bufs), set(), [], k.span)
+    grid = [(lambda env, g=g: g) if isinstance(g, int) else
+            (lambda env, f=compile_expr(E.as_expr(g), ctx).fn: int(f(env))) for g in k.grid]
+    block_slots = [ctx.slot(v) for v in k.block_vars]
+    thread_var = k.thread_var
+    thread_slot = ctx.slot(thread_var) if thread_var is not None else -1
+    if thread_var is not None:
+        ctx.vec_vars.add(id(thread_var))
+    offsets, pool_bytes = _shared_layout(k)
+    shared, locals_, vars_ = [], [], []
+    for b in k.allocs:
+        scope = "shared" if b.scope in ("shared", "shared.dyn") else b.scope
+        if scope not in ("shared", "local", "local.var"):
+            raise UnsupportedError(f"buffer '{b.name}' of scope '{b.scope}' reached the emulator: "
+                                   "fragments must be lowered to per-thread 'local' buffers first", b.span)
+        if not b.is_static:
+            raise UnsupportedError(f"{b.scope} buffer '{b.name}' has a dynamic shape {b.shape}", b.span)
+        info = BufInfo(b, ctx.slot(b), scope, len(ctx.bufs), offsets.get(id(b), 0), int(b.numel()))
+        ctx.bufs[id(b)] = info
+        if scope == "shared":
+            shared.append(info)
+        elif scope == "local":
+            locals_.append((info, poison(b.dtype)))
+        else:
+            init = k.alloc_inits.get(b, 0)
+            if isinstance(init, E.Const):
+                init = init.value
+            vars_.append((info, init))
+    unit = min([s.itemsize for s in shared], default=1)
+    body = compile_stmt(k.body, ctx)
+    return CompiledKernel(k, body, nthreads, grid, block_slots, thread_slot,
+                          thread_var.dtype.np if thread_var is not None else None,
+                          shared, locals_, vars_, pool_bytes, unit, ctx.sites)
+
+
+def compile_func(func: PrimFunc) -> Program:
+    """Compile thread-level ``func`` into closures (cached per PrimFunc object)."""
+    prog = _CACHE.get(func)
+    if prog is not None:
+        return prog
+    base = Ctx(1)
+    params, dyn = [], []
+    for pos, p in enumerate(func.params):
+        slot = base.slot(p)
+        params.append((p, slot))
+        if isinstance(p, Buffer):
+            base.bufs[id(p)] = BufInfo(p, slot, "global", len(base.bufs))
+            for d, n in enumerate(p.shape):
+                if isinstance(n, Var) and id(n) not in base.slots:
+                    dyn.append((pos, d, base.slot(n), n.dtype))
+    body = func.body
+    stmts_ = body.stmts if isinstance(body, SeqStmt) else (body,)
+    kernels = []
+    for s in stmts_:
+        if not isinstance(s, Kernel):
+            raise UnsupportedError(f"the emulator expects only Kernel launches at the top level of "
+                                   f"'{func.name}', found {type(s).__name__}", s.span)
+        kernels.append(_compile_kernel(s, base))
+    prog = Program(func, kernels, base.nslots[0], params, dyn)
+    _CACHE[func] = prog
+    return prog
+
+
+def _bind(prog: Program, args: Sequence[Any]) -> tuple[list, list]:
+    func = prog.func
+    if len(args) != len(prog.params):
+        raise ArgumentError(f"{func.name} takes {len(prog.params)} argument(s), got {len(args)}")
+    env: list = [None] * prog.nslots
+    copies = []
+    for (p, slot), a in zip(prog.params, args):
+        if isinstance(p, Buffer):
+            if not isinstance(a, np.ndarray) or a.ndim != len(p.shape) or a.dtype != p.dtype.np:
+                raise ArgumentError(f"{func.name}: parameter '{p.name}' expects a {len(p.shape)}-d "
+                                    f"numpy array of {p.dtype.name}, got {getattr(a, 'dtype', type(a))} "
+                                    f"{getattr(a, 'shape', '')}")
+            for n, m in zip(p.shape, a.shape):
+                if isinstance(n, int) and n != m:
+                    raise ArgumentError(f"{func.name}: parameter '{p.name}' expects shape "
+                                        f"{tuple(p.shape)}, got {a.shape}")
+            flat = a.reshape(-1)
+            if not np.shares_memory(flat, a) and a.size:
+                copies.append((a, flat))
+            env[slot] = flat
+        else:
+            env[slot] = np.array(a).astype(p.dtype.np)[()]
+    for pos, d, slot, dtype in prog.dyn:
+        env[slot] = np.array(args[pos].shape[d]).astype(dtype.np)[()]
+    return env, copies
+
+
+def _block_ids(ck: CompiledKernel, grid: list) -> Any:
+    """(bx, by, bz) in launch order, rasterized by ``annotations["swizzle"]`` when present."""
+    gx, gy, gz = (grid + [1, 1, 1])[:3]
+    swz = ck.kernel.annotations.get("swizzle")
+    use = bool(swz) and len(ck.block_slots) >= 2 and swz[1] in ("row", "col") and int(swz[0]) > 0
+    for z in range(gz):
+        for lid in range(gx * gy):
+            x, y = lid % gx, lid // gx
+            if use:
+                panel = int(swz[0])
+                fast_n, slow_n = (gx, gy) if swz[1] == "row" else (gy, gx)
+                strip, rem = lid // (panel * slow_n), lid % (panel * slow_n)
+                width = min(panel, fast_n - strip * panel)
+                fast, slow = strip * panel + rem % width, rem // width
+                x, y = (fast, slow) if swz[1] == "row" else (slow, fast)
+            yield x, y, z
+
+
+def _run_kernel(ck: CompiledKernel, env: list, reporter: Reporter) -> None:
+    grid = [f(env) for f in ck.grid]
+    n = ck.nthreads
+    tids = np.arange(n).astype(ck.thread_np) if ck.thread_slot >= 0 else None
+    pool_len = -(-max(ck.pool_bytes, 1) // 16) * 16
+    for ids in _block_ids(ck, grid):
+        reporter.block = "block (" + ", ".join(str(i) for i in ids[:max(1, len(ck.block_slots))]) + ")"
+        pool = np.full(pool_len, 0xFF, np.uint8)
+        st = BlockState(n, pool, Tracker(ck.pool_bytes, ck.unit, ck.sites, reporter), reporter,
+                        np.arange(n), np.zeros(n, np.int64))
+        env[MASK] = None
+        env[STATE] = st
+        for slot, v, var in zip(ck.block_slots, ids, ck.kernel.block_vars):
+            env[slot] = var.dtype.np.type(v)
+        if tids is not None:
+            env[ck.thread_slot] = tids
+        for info in ck.shared:
+            env[info.slot] = pool[info.offset:info.offset + info.numel * info.itemsize].view(info.np)
+        for info, p in ck.locals_:
+            env[info.slot] = np.full((info.numel, n), p, info.np)
+        for info, init in ck.vars_:
+            env[info.slot] = np.full(n, init).astype(info.np)
+        ck.body(env)
+
+
+def execute(func: PrimFunc, args: Sequence[Any], as_warnings: bool = False) -> None:
+    """Run thread-level ``func`` on ``args`` (numpy arrays for buffers, Python scalars for vars),
+    writing the arrays in place.
+
+    Raises :class:`~tegula.errors.RaceError` for races, uninitialized shared reads, barrier
+    divergence and misaligned vector accesses, :class:`~tegula.errors.OutOfBoundsError` for
+    out-of-bounds accesses (or warns :class:`RaceWarning` for each distinct finding when
+    ``as_warnings``), and :class:`~tegula.errors.ArgumentError` for arguments that do not fit.
+    """
+    prog = compile_func(func)
+    env, copies = _bind(prog, args)
+    reporter = Reporter(as_warnings)
+    try:
+        with np.errstate(all="ignore"):
+            for ck in prog.kernels:
+                _run_kernel(ck, env, reporter)
+    finally:
+        for a, flat in copies:
+            a[...] = flat.reshape(a.shape)

@@ -1,0 +1,203 @@
+"""Compile-time state of the emulator: variable slots, buffers, the rule registries.
+
+The emulator turns thread-level IR into a tree of closures once per kernel; every closure takes
+``env``, a flat list of values. Slot ``MASK`` holds the active lane mask (``None`` when every
+thread of the block is active, else a bool array of length ``nthreads``); slot ``STATE`` holds
+the :class:`~tegula.backends.emu.memory.BlockState` of the block being run. Values are numpy
+scalars (the same for every thread) or arrays of length ``nthreads`` (one value per thread).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from tegula.errors import UnsupportedError
+from tegula.ir.buffer import Buffer
+from tegula.ir.span import Span
+
+Env = list
+ExprFn = Callable[[Env], Any]
+StmtFn = Callable[[Env], None]
+
+MASK = 0   # env slot of the active lane mask
+STATE = 1  # env slot of the BlockState
+
+F32 = np.dtype(np.float32)
+
+
+class BreakSignal(Exception):
+    """Raised by ``break`` (taken by every active thread); caught by the innermost loop."""
+
+
+class ContinueSignal(Exception):
+    """Raised by ``continue`` (taken by every active thread); caught by the innermost loop."""
+
+
+@dataclass
+class CExpr:
+    """A compiled expression: ``fn(env)`` gives its value; ``vec`` says it may differ per thread."""
+
+    fn: ExprFn
+    vec: bool
+    node: Any = None
+
+
+@dataclass
+class BufInfo:
+    """What the emulator knows about one buffer of a kernel."""
+
+    buffer: Buffer
+    slot: int                 # env slot: flat array (global, shared), (numel, T) array (local)
+    scope: str                # "global", "shared", "local", "local.var"
+    index: int                # small integer id (race reports, aliasing)
+    offset: int = 0           # byte offset in the shared pool
+    numel: Optional[int] = None
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def itemsize(self) -> int:
+        return self.buffer.dtype.itemsize
+
+    @property
+    def np(self) -> np.dtype:
+        return self.buffer.dtype.np
+
+
+@dataclass
+class Site:
+    """A place in the kernel source that touches shared memory (for race reports)."""
+
+    span: Optional[Span]
+    buffer: Optional[BufInfo]
+    what: str  # "T.copy", "ldmatrix", "store", ...
+
+    def where(self) -> str:
+        if self.span is None or not getattr(self.span, "file", None):
+            return "<unknown line>"
+        src = self.span.source_line().strip()
+        return f"{self.span.short()}  {src}" if src else self.span.short()
+
+
+@dataclass
+class Ctx:
+    """What the compiler knows at a point of the IR (one kernel)."""
+
+    nthreads: int
+    slots: dict = field(default_factory=dict)       # id(var or buffer) -> env slot
+    nslots: list = field(default_factory=lambda: [2])
+    bufs: dict = field(default_factory=dict)        # id(buffer) -> BufInfo
+    vec_vars: set = field(default_factory=set)      # ids of vars holding per-thread arrays
+    sites: list = field(default_factory=list)       # Site table, shared by the whole kernel
+    span: Optional[Span] = None                      # the innermost statement span
+    tile_op: str = ""                                # the tile op being emulated ("T.copy")
+    loop_ok: bool = False
+
+    def slot(self, node: Any) -> int:
+        """The env slot of a var or buffer, allocating one the first time."""
+        key = id(node)
+        s = self.slots.get(key)
+        if s is None:
+            s = self.nslots[0]
+            self.nslots[0] += 1
+            self.slots[key] = s
+        return s
+
+    def child(self, **changes: Any) -> "Ctx":
+        """A copy sharing the slot, buffer, site and per-thread-variable tables (a let binds its
+        variable for the statements compiled after it), with some fields changed."""
+        c = Ctx(self.nthreads, self.slots, self.nslots, self.bufs, self.vec_vars, self.sites,
+                self.span, self.tile_op, self.loop_ok)
+        for k, v in changes.items():
+            setattr(c, k, v)
+        return c
+
+    def site(self, buf: Optional[BufInfo], what: str, span: Optional[Span] = None) -> int:
+        """Register an access site at the current span; returns its id."""
+        self.sites.append(Site(span or self.span, buf, self.tile_op or what))
+        return len(self.sites) - 1
+
+    def buf(self, b: Buffer, node: Any = None) -> BufInfo:
+        info = self.bufs.get(id(b))
+        if info is None:
+            raise UnsupportedError(f"buffer '{b.name}' is used in a kernel but is neither a parameter "
+                                   "nor allocated there", getattr(node, "span", None))
+        return info
+
+
+# -- rule registries (one rule per node class / builtin name) ----------------------------------
+EXPR_RULES: dict[type, Callable[[Any, Ctx], CExpr]] = {}
+STMT_RULES: dict[type, Callable[[Any, Ctx], StmtFn]] = {}
+BUILTIN_RULES: dict[str, Callable[[Any, Ctx], CExpr]] = {}
+
+
+def expr_rule(cls: type) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        EXPR_RULES[cls] = fn
+        return fn
+    return deco
+
+
+def stmt_rule(cls: type) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        STMT_RULES[cls] = fn
+        return fn
+    return deco
+
+
+def builtin_rule(*names: str) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        for n in names:
+            BUILTIN_RULES[n] = fn
+        return fn
+    return deco
+
+
+def compile_expr(e: Any, ctx: Ctx) -> CExpr:
+    rule = EXPR_RULES.get(type(e))
+    if rule is None:
+        raise UnsupportedError(f"unimplemented op {type(e).__name__} for target cuda-emu",
+                               getattr(e, "span", None))
+    ce = rule(e, ctx)
+    ce.node = e
+    return ce
+
+
+def compile_stmt(s: Any, ctx: Ctx) -> StmtFn:
+    rule = STMT_RULES.get(type(s))
+    if rule is None:
+        raise UnsupportedError(f"unimplemented statement {type(s).__name__} for target cuda-emu "
+                               "(tile operations must be lowered first)", getattr(s, "span", None))
+    span = getattr(s, "span", None)
+    if span is not None and span is not ctx.span:
+        ctx = ctx.child(span=span)
+    return rule(s, ctx)
+
+
+# -- masks --------------------------------------------------------------------------------------
+def lanes_of(mask: Optional[np.ndarray], n: int) -> np.ndarray:
+    """Indices of the active threads."""
+    return np.arange(n) if mask is None else np.flatnonzero(mask)
+
+
+def and_mask(mask: Optional[np.ndarray], cond: Any, n: int) -> Optional[np.ndarray]:
+    """``mask & cond`` as a bool array, or None when every thread stays active."""
+    c = np.broadcast_to(np.asarray(cond, dtype=bool), (n,))
+    m = c if mask is None else (mask & c)
+    if mask is None and m.all():
+        return None
+    return m
+
+
+def as_lanes(v: Any, n: int) -> np.ndarray:
+    """A value as an array with one entry per thread."""
+    a = np.asarray(v)
+    return a if a.ndim == 1 and a.shape[0] == n else np.broadcast_to(a, (n,))
+
+
+def np_scalar(d: Any, value: Any) -> Any:
+    return np.array(value).astype(d.np)[()]
