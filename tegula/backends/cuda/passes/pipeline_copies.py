@@ -15,9 +15,9 @@ Before/after (S = 3, one producer)::
                                                  for k in T.serial(n):
                                                      T.cp_async_wait(1)
                                                      T.sync_threads()
-                                                     T.gemm(A_s[k % 3], B_s, C)
                                                      if k + 2 < n: T.copy(A[.., (k + 2) * 32], A_s[(k + 2) % 3])
                                                      T.cp_async_commit()
+                                                     T.gemm(A_s[k % 3], B_s, C)
 
 The issue statements are wrapped in ``AttrStmt("pipeline_issue", ...)``: barrier insertion
 leaves them to the barriers placed here.
@@ -170,10 +170,8 @@ def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[
     cons = _Restage(mb, it % S).visit(seq(*consumers))
     sync = _builtin("sync_threads")
     # one barrier per iteration: after it, stage k has landed for every thread and every thread
-    # is done with stage (k - 1) % S, which the copies issued in this iteration overwrite. They
-    # are issued after the compute, so the compute starts right after the barrier and the
-    # address arithmetic of the copies overlaps the tensor-core work.
-    new_body = seq(_builtin("tl::cp_async_wait", (S - 2,)), sync, cons, nxt, commit)
+    # is done with stage (k - 1) % S, which the copies issued next overwrite
+    new_body = seq(_builtin("tl::cp_async_wait", (S - 2,)), sync, nxt, commit, cons)
     return seq(*prologue, For(k, start, n, new_body, "serial", 1,
                               {a: v for a, v in loop.annotations.items() if a not in ("num_stages",)},
                               span=loop.span))
