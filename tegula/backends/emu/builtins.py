@@ -317,6 +317,8 @@ def _printf(e: E.Builtin, ctx: Ctx) -> CExpr:
     fmt = _LENGTH.sub(lambda m: f"%{m.group(1)}{'d' if m.group(2) in 'iu' else m.group(2)}",
                       str(e.attr("fmt", "")))
     args = [compile_expr(a, ctx) for a in e.args]
+    used = len([m for m in _LENGTH.finditer(fmt) if m.group(2) != "%"])
+    args = args[:used]  # as in C, arguments beyond the format's conversions are ignored
     n = ctx.nthreads
 
     def printf(env: list) -> Any:
@@ -325,6 +327,6 @@ def _printf(e: E.Builtin, ctx: Ctx) -> CExpr:
         for t in lanes:
             row = tuple(float(v[t]) if v.dtype.kind == "f" or v.dtype.name in ("bfloat16",) else int(v[t])
                         for v in vals)
-            print(fmt % row if row else fmt, end="", flush=True)
+            print(fmt % row if row else fmt.replace("%%", "%"), end="", flush=True)
         return np.int32(0)
     return CExpr(printf, False)

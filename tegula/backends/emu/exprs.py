@@ -42,11 +42,6 @@ def _const(e: E.Const, ctx: Ctx) -> CExpr:
     return CExpr(lambda env: v, False)
 
 
-def _zeros_like(d: Any, n: int) -> Callable:
-    z = np.zeros(n, d.np)
-    return lambda: z
-
-
 def _lazy(fc: Callable, fa: Callable, n: int, taken: bool, dummy: Any) -> Callable:
     """Evaluate ``fa`` only for the threads where ``cond == taken``."""
     def run(env: list, c: Any) -> Any:

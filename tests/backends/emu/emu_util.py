@@ -11,7 +11,6 @@ import numpy as np
 from tegula.backends.cuda.pipeline import lower
 from tegula.backends.emu import execute
 from tegula.backends.interp import execute as interpret
-from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.target import Target
 
