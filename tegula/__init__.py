@@ -9,6 +9,7 @@ from tegula.jit import JITFunction, compile, jit  # noqa: A004
 from tegula.passconfig import PassConfigKey
 from tegula.runtime.kernel import JITKernel
 from tegula import language  # noqa: F401
+from tegula.autotuner import autotune
 
 __all__ = ["jit", "compile", "JITKernel", "JITFunction", "PassConfigKey", "errors", "language",
            "__version__"]

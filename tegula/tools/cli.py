@@ -44,13 +44,103 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.run(args.target, args.seed)
 
 
+def _kernel_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kernel", metavar="NAME", default=None,
+                   help="which kernel of FILE (needed when it defines several)")
+    p.add_argument("--set", metavar="K=V", action="append", default=[], dest="sets",
+                   help="a factory argument, e.g. --set M=1024 --set block_M=64 (repeatable; values "
+                        "are Python literals, else strings)")
+    p.add_argument("--target", default="cuda:sm_90a",
+                   help="pipeline to run: 'cuda:sm_80', 'cuda:sm_90a' (no GPU needed), or 'cpu' "
+                        "(the tile IR only) (default: %(default)s)")
+
+
+def _trace_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE.py",
+                   help="a Python file defining a @T.prim_func, a @tegula.jit function or a factory")
+    _kernel_options(p)
+    p.add_argument("--html", metavar="OUT.html", default=None,
+                   help="write one self-contained HTML page (passes in order, the IR after each with "
+                        "its changes highlighted, a table of pass times) instead of printing")
+    p.add_argument("--times-only", action="store_true", help="print the table of pass times only")
+
+
+def _diff_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE.py", help="as for 'trace'")
+    p.add_argument("a", metavar="PassA", help="a pass name, 'input' (the tile IR) or a step number")
+    p.add_argument("b", metavar="PassB", help="a pass name, 'input' or a step number (-1: the last)")
+    _kernel_options(p)
+    p.add_argument("--context", type=int, default=3, help="lines of context (default: %(default)s)")
+
+
+def _traced(args: argparse.Namespace, command: str) -> Optional[object]:
+    from tegula.errors import TegulaError
+    from tegula.tools.trace import load_kernel, parse_sets, trace
+
+    try:
+        func = load_kernel(args.file, args.kernel, parse_sets(args.sets))
+        return trace(func, target=args.target)
+    except TegulaError as e:
+        print(f"python -m tegula {command}: {e}", file=sys.stderr)
+        return None
+
+
+def _trace(args: argparse.Namespace) -> int:
+    tr = _traced(args, "trace")
+    if tr is None:
+        return 1
+    if args.html:
+        with open(args.html, "w") as f:
+            f.write(tr.to_html())
+        print(tr.timings())
+        print(f"wrote {args.html}")
+    else:
+        print(tr.timings() if args.times_only else tr.format())
+    if tr.error is not None:
+        print(f"python -m tegula trace: the pipeline stopped: {tr.error}", file=sys.stderr)
+    for p in tr.problems:
+        print(f"verifier: {p}", file=sys.stderr)
+    return 1 if tr.error is not None or tr.problems else 0
+
+
+def _point(text: str) -> object:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from tegula.errors import TegulaError
+    from tegula.tools.diff import diff
+
+    tr = _traced(args, "diff")
+    if tr is None:
+        return 1
+    try:
+        print(diff(tr, _point(args.a), _point(args.b), context=args.context), end="")
+    except TegulaError as e:
+        print(f"python -m tegula diff: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 COMMANDS: list[Command] = [
     Command("demo", "compile and run a GEMM, a row softmax and a flash-attention forward",
             "Builds three small kernels for the target, runs each on random inputs, checks it "
             "against a float64 numpy reference and prints a table: kernel, target, shape, max "
             "error, status, time (ms). Exit code 0 when all pass, 1 otherwise.",
             _demo_arguments, _demo),
-    # later: "trace" (IR after every pass), "diff" (IR between two passes or two builds)
+    Command("trace", "print the IR after every pass of the pipeline, or write it as an HTML page",
+            "Loads FILE.py, builds its kernel (factory arguments from --set) and runs the target's "
+            "pipeline, recording the IR after every pass, the time it took and what the IR "
+            "verifier finds. Prints each step and a table of pass times, or with --html writes one "
+            "self-contained page. Exit code 1 when a pass fails or the verifier finds a problem.",
+            _trace_arguments, _trace),
+    Command("diff", "unified diff of a kernel's IR between two passes",
+            "Like 'trace', then prints the unified diff of the IR from PassA to PassB (names as "
+            "'trace' prints them, case-insensitive; 'input' is the tile IR; numbers are steps).",
+            _diff_arguments, _diff),
 ]
 
 

@@ -48,6 +48,12 @@ def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[Prim
 
 def lower(func: PrimFunc, target: Target, pass_configs: dict) -> PrimFunc:
     """Lower ``func`` to thread-level IR for ``target`` (see codegen's docstring for that IR)."""
+    from tegula import config
+
+    if config.get().trace_dir:  # TEGULA_TRACE: the same passes, each step written to the directory
+        from tegula.tools.trace import dump_lowering
+
+        return dump_lowering(func, target, pass_configs, config.get().trace_dir)
     for _name, p in passes(target, pass_configs):
         func = p(func)
     return func

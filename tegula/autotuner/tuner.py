@@ -1,0 +1,353 @@
+"""``tegula.autotune``: pick the fastest configuration of a kernel factory, as TileLang does::
+
+    @tegula.autotune(configs=[{"block_M": 64, "block_N": 64}, {"block_M": 128, "block_N": 128}],
+                     ref_prog=lambda a, b: a @ b)
+    @tegula.jit(out_idx=[-1])
+    def matmul(M, N, K, block_M=128, block_N=128, block_K=32): ...
+
+    kernel = matmul(1024, 1024, 1024)   # tunes, then returns the best JITKernel
+    kernel.config, kernel.latency       # {"block_M": 128, "block_N": 128}, milliseconds
+
+Calling the decorated factory with the arguments that are not tuned:
+
+1. builds every configuration's kernel: the frontend in this thread, lowering and the CUDA
+   compiler in a thread pool (NVRTC and nvcc release the GIL);
+2. checks each against ``ref_prog`` on the profiler's random inputs (unless ``skip_check``);
+3. times each with the profiler's ``do_bench`` (``warmup`` / ``rep`` in ms);
+4. returns the fastest, and keeps the choice in the disk cache (JSON, see
+   :mod:`tegula.autotuner.cache`) so that the next process builds only that configuration.
+
+A configuration that fails to build (a CompileError, a ResourceError for too much shared memory,
+any other error) or gives wrong results is skipped with a one-line reason on stderr; tuning fails
+only when every configuration does. A progress bar goes to stderr.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import functools
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Union
+
+from tegula.autotuner import cache as result_cache
+from tegula.errors import ArgumentError, TegulaError
+
+
+# -- the two steps tests replace: checking and timing one kernel -----------------------------
+
+def check(kernel: Any, inputs: Callable[[], list], reference: Callable[[list], Any], rtol: float,
+          atol: float, max_mismatched_ratio: float) -> None:
+    """Raise AssertionError when ``kernel`` disagrees with the reference on ``inputs()``."""
+    ins = inputs()
+    want = reference(ins)
+    kernel.get_profiler().assert_allclose(lambda *_: want, rtol=rtol, atol=atol, input_tensors=ins,
+                                          max_mismatched_ratio=max_mismatched_ratio)
+
+
+def measure(kernel: Any, inputs: Callable[[], list], warmup: float, rep: float) -> float:
+    """Milliseconds per run of ``kernel`` on ``inputs()`` (the profiler's median)."""
+    return float(kernel.get_profiler().do_bench(warmup=warmup, rep=rep, input_tensors=inputs()))
+
+
+# -- a progress bar without dependencies -------------------------------------------------------
+
+class Progress:
+    """``name [#####-----] 5/12 phase`` redrawn in place on stderr; notes print above it."""
+
+    def __init__(self, name: str, total: int, enabled: bool = True, width: int = 24):
+        self.name, self.total, self.enabled, self.width = name, total, enabled, width
+        self.done, self.phase, self._shown = 0, "", False
+
+    def _draw(self) -> None:
+        if not self.enabled:
+            return
+        filled = self.width * self.done // max(self.total, 1)
+        bar = "#" * filled + "-" * (self.width - filled)
+        sys.stderr.write(f"\r{self.name} [{bar}] {self.done}/{self.total} {self.phase:<10}")
+        sys.stderr.flush()
+        self._shown = True
+
+    def start(self, phase: str) -> None:
+        self.done, self.phase = 0, phase
+        self._draw()
+
+    def step(self) -> None:
+        self.done += 1
+        self._draw()
+
+    def note(self, line: str) -> None:
+        if self._shown:
+            sys.stderr.write("\r" + " " * (len(self.name) + self.width + 30) + "\r")
+        sys.stderr.write(line + "\n")
+        self._draw()
+
+    def close(self) -> None:
+        if self.enabled and self._shown:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+        self._shown = False
+
+
+def _reason(e: BaseException) -> str:
+    """One line: the exception's type and the first line of its message."""
+    text = str(e).strip().splitlines()
+    first = text[0] if text else ""
+    if len(first) > 160:
+        first = first[:157] + "..."
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+@dataclass
+class Candidate:
+    """One configuration on its way through tuning."""
+
+    index: int
+    config: dict
+    func: Any = None       # the PrimFunc
+    kernel: Any = None     # the JITKernel
+    latency: Optional[float] = None
+    error: Optional[str] = None
+
+    def summary(self) -> dict:
+        return {"config": self.config, "latency": self.latency, "error": self.error}
+
+
+class AutoTuneFunction:
+    """What ``@tegula.autotune(...)`` returns: call it like the factory, get the best JITKernel."""
+
+    def __init__(self, jit_function: Any, configs: Union[Sequence[dict], Callable[..., Sequence[dict]]],
+                 warmup: float, rep: float, ref_prog: Optional[Callable], supply_prog: Optional[Callable],
+                 rtol: float, atol: float, max_mismatched_ratio: float, skip_check: bool,
+                 cache_input_tensors: bool, max_workers: Optional[int], progress: bool):
+        self.jit_function = jit_function
+        self.configs = configs
+        self.warmup, self.rep = warmup, rep
+        self.ref_prog, self.supply_prog = ref_prog, supply_prog
+        self.rtol, self.atol, self.max_mismatched_ratio = rtol, atol, max_mismatched_ratio
+        self.skip_check = skip_check
+        self.cache_input_tensors = cache_input_tensors
+        self.max_workers = max_workers
+        self.progress = progress
+        self._best: dict = {}
+        functools.update_wrapper(self, jit_function.func)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.jit_function.func, "__name__", "kernel")
+
+    # -- configurations ------------------------------------------------------------------------
+    def _configs(self, given: dict) -> list[dict]:
+        configs = self.configs
+        if callable(configs):
+            sig = inspect.signature(configs)
+            takes_any = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+            configs = configs(**{k: v for k, v in given.items() if takes_any or k in sig.parameters})
+        configs = [dict(c) for c in (configs or [])]
+        if not configs or not all(isinstance(c, dict) for c in configs):
+            raise ArgumentError(f"autotune({self.name}): configs must be a non-empty list of dicts "
+                                "of factory keyword arguments (or a function returning one)")
+        params = self.jit_function.signature.parameters
+        if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+            for c in configs:
+                unknown = sorted(set(c) - set(params))
+                if unknown:
+                    raise ArgumentError(f"autotune({self.name}): config {c} names {', '.join(unknown)}, "
+                                        f"not parameters of {self.name}{self.jit_function.signature}")
+        return configs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from tegula.jit import _freeze
+
+        jf = self.jit_function
+        try:
+            given = dict(jf.signature.bind_partial(*args, **kwargs).arguments)
+        except TypeError as e:
+            raise ArgumentError(f"{self.name}(): {e}") from None
+        configs = self._configs(given)
+        tuned = {k for c in configs for k in c}
+        if tuned <= set(given):  # every tuned argument given: nothing to tune
+            return jf(*args, **kwargs)
+        # arguments given explicitly win over the configurations
+        seen, merged = set(), []
+        for c in configs:
+            c = {k: v for k, v in c.items() if k not in given}
+            if _freeze(c) not in seen:
+                seen.add(_freeze(c))
+                merged.append(c)
+        key = _freeze(given)
+        if key in self._best:
+            return self._best[key]
+        kernel = self._from_disk(given, merged) or self._tune(given, merged)
+        self._best[key] = kernel
+        return kernel
+
+    # -- the disk cache ------------------------------------------------------------------------
+    def _disk_key(self, given: dict, configs: list[dict]) -> str:
+        from tegula.target import parse_target
+
+        return result_cache.result_key(self.jit_function.func, {k: repr(v) for k, v in given.items()},
+                                       configs, parse_target(self.jit_function.target))
+
+    def _from_disk(self, given: dict, configs: list[dict]) -> Any:
+        hit = result_cache.load(self._disk_key(given, configs))
+        if hit is None or not 0 <= hit["index"] < len(configs):
+            return None
+        config = configs[hit["index"]]
+        if hit.get("config_repr") != repr(config):
+            return None
+        try:
+            kernel = self.jit_function(**given, **config)
+        except Exception:  # the cached choice does not build any more: tune again
+            return None
+        kernel.config = dict(config)
+        kernel.latency = hit.get("latency")
+        kernel.autotune_results = hit.get("results", [])
+        return kernel
+
+    # -- tuning --------------------------------------------------------------------------------
+    def _tune(self, given: dict, configs: list[dict]) -> Any:
+        from tegula.runtime.kernel import JITKernel
+
+        jf = self.jit_function
+        bar = Progress(f"autotune {self.name}", len(configs), self.progress)
+        cands = [Candidate(i, c) for i, c in enumerate(configs)]
+
+        def skip(c: Candidate, why: str) -> None:
+            c.error = why
+            bar.note(f"autotune {self.name}: skipped {c.config}: {why}")
+
+        # the frontend runs here (it is not thread-safe); lowering and compiling in the pool
+        bar.start("building")
+        for c in cands:
+            try:
+                c.func = jf.get_tir(**given, **c.config)
+            except Exception as e:
+                skip(c, _reason(e))
+        ready = [c for c in cands if c.error is None]
+        workers = self.max_workers or min(len(ready) or 1, os.cpu_count() or 4, 16)
+        with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(JITKernel, c.func, jf.out_idx, jf.target, jf.pass_configs): c
+                       for c in ready}
+            bar.done = len(cands) - len(ready)
+            for fut in cf.as_completed(futures):
+                c = futures[fut]
+                try:
+                    c.kernel = fut.result()
+                    c.kernel.config = dict(c.config)
+                except Exception as e:
+                    skip(c, _reason(e))
+                bar.step()
+
+        # checks and timings one at a time, so that kernels do not compete for the device
+        bar.start("timing")
+        inputs = _Inputs(self.supply_prog, self.cache_input_tensors)
+        reference = _Reference(self.ref_prog, self.cache_input_tensors)
+        for c in cands:
+            if c.kernel is not None:
+                try:
+                    supply = functools.partial(inputs.get, c.kernel)
+                    if self.ref_prog is not None and not self.skip_check:
+                        check(c.kernel, supply, reference.get, self.rtol, self.atol, self.max_mismatched_ratio)
+                    c.latency = measure(c.kernel, supply, self.warmup, self.rep)
+                except AssertionError as e:
+                    skip(c, f"wrong results: {_reason(e).split(': ', 1)[-1]}")
+                except Exception as e:
+                    skip(c, _reason(e))
+            bar.step()
+        bar.close()
+
+        timed = [c for c in cands if c.latency is not None]
+        if not timed:
+            reasons = "; ".join(f"{c.config}: {c.error}" for c in cands[:8])
+            raise TegulaError(f"autotune({self.name}): none of the {len(cands)} configurations "
+                              "built, passed the check and ran", hint=reasons)
+        best = min(timed, key=lambda c: c.latency)  # type: ignore[arg-type, return-value]
+        results = [c.summary() for c in cands]
+        kernel = best.kernel
+        kernel.latency = best.latency
+        kernel.autotune_results = results
+        result_cache.store(self._disk_key(given, configs), {
+            "index": best.index, "config": best.config, "config_repr": repr(best.config),
+            "latency": best.latency, "results": results})
+        if self.progress:
+            sys.stderr.write(f"autotune {self.name}: best {best.config} at {best.latency:.4f} ms "
+                             f"({len(timed)} of {len(cands)} configurations timed)\n")
+        return kernel
+
+
+class _Inputs:
+    """Input tensors for a kernel: made once and shared by every configuration when ``shared``
+    (and the inputs' shapes and dtypes agree), else fresh for each kernel."""
+
+    def __init__(self, supply_prog: Optional[Callable], shared: bool):
+        self.supply_prog, self.shared = supply_prog, shared
+        self.sig: Any = None
+        self.values: Optional[list] = None
+        self.kernel: Any = None
+
+    @staticmethod
+    def _signature(kernel: Any) -> tuple:
+        ps = [kernel.func.params[i] for i in kernel.inputs]
+        return tuple((p.name, str(getattr(p, "shape", "")), str(getattr(p, "dtype", ""))) for p in ps)
+
+    def get(self, kernel: Any) -> list:
+        sig = self._signature(kernel)
+        if self.values is not None and (self.kernel is kernel or (self.shared and sig == self.sig)):
+            return self.values
+        if self.supply_prog is not None:
+            self.values = list(self.supply_prog([kernel.func.params[i] for i in kernel.inputs]))
+        else:
+            self.values = kernel.get_profiler().make_inputs()
+        self.sig, self.kernel = sig, kernel
+        return self.values
+
+
+class _Reference:
+    """``ref_prog`` outputs, computed once per set of inputs when those are shared."""
+
+    def __init__(self, ref_prog: Optional[Callable], shared: bool):
+        self.ref_prog, self.shared = ref_prog, shared
+        self._for: Optional[list] = None
+        self._out: Any = None
+
+    def get(self, inputs: list) -> Any:
+        if self.shared and self._for is inputs:
+            return self._out
+        assert self.ref_prog is not None
+        self._out = self.ref_prog(*inputs)
+        self._for = inputs
+        return self._out
+
+
+def autotune(func: Optional[Callable] = None, *, configs: Any = None, warmup: float = 25,
+             rep: float = 100, timeout: Optional[float] = None, ref_prog: Optional[Callable] = None,
+             supply_prog: Optional[Callable] = None, rtol: float = 1e-2, atol: float = 1e-2,
+             max_mismatched_ratio: float = 0.01, skip_check: bool = False,
+             manual_check_prog: Optional[Callable] = None, cache_input_tensors: bool = True,
+             max_workers: Optional[int] = None, progress: bool = True) -> Any:
+    """Decorator over a ``@tegula.jit`` factory (or a plain factory, jitted with defaults).
+
+    ``configs``: a list of dicts of factory keyword arguments, or a function of the call's
+    arguments returning one. ``ref_prog(*inputs)`` returns the expected output(s), compared with
+    ``rtol`` / ``atol`` (a fraction ``max_mismatched_ratio`` of elements may differ) unless
+    ``skip_check``. ``supply_prog(params)`` makes the inputs instead of the profiler (``params``:
+    the input Buffers). ``cache_input_tensors``: one set of inputs (and reference outputs) for
+    every configuration. ``max_workers``: threads that build kernels. ``timeout`` and
+    ``manual_check_prog`` are accepted for TileLang compatibility and not used. Raises
+    ArgumentError for bad configs; TegulaError when no configuration survives.
+    """
+    def deco(f: Callable) -> AutoTuneFunction:
+        from tegula.jit import JITFunction, jit
+
+        jf = f if isinstance(f, JITFunction) else jit(f)
+        if jf.eager:
+            raise ArgumentError(f"autotune({jf.func.__name__}): tuning needs a lazy-style factory "
+                                "(one that returns a @T.prim_func)",
+                                hint="write the kernel as a factory under @tegula.jit(out_idx=...)")
+        return AutoTuneFunction(jf, configs, warmup, rep, ref_prog, supply_prog, rtol, atol,
+                                max_mismatched_ratio, skip_check, cache_input_tensors, max_workers,
+                                progress)
+
+    return deco if func is None else deco(func)

@@ -1,0 +1,176 @@
+"""tegula.autotune on the interpreter and on compile-only CUDA: the best configuration by timing,
+configurations that fail skipped with a reason, the best choice reused from the disk cache."""
+import numpy as np
+import pytest
+
+import tegula
+import tegula.language as T
+from tegula import config
+from tegula.autotuner import tuner
+from tegula.errors import ArgumentError, TegulaError
+
+CONFIGS = [{"block_M": 16}, {"block_M": 32}, {"block_M": 64}]
+FAKE_MS = {16: 3.0, 32: 1.0, 64: 2.0}
+
+
+def scale_factory(M, N, block_M=16, bug=0):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+            t = T.alloc_fragment((block_M, N), "float32")
+            T.copy(A[bx * block_M, 0], t)
+            for i, j in T.Parallel(block_M, N):
+                t[i, j] = t[i, j] * 2 + bug
+            T.copy(t, B[bx * block_M, 0])
+
+    return main
+
+
+def gemm_factory(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=2):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_K, block_N), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+
+    return main
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    with config.override(cache_dir=str(tmp_path / "cache"), disable_cache=False):
+        yield tmp_path / "cache"
+
+
+@pytest.fixture
+def fake_timing(monkeypatch):
+    """Deterministic timings by block_M; records every kernel timed."""
+    timed = []
+
+    def measure(kernel, inputs, warmup, rep):
+        timed.append(dict(kernel.config))
+        inputs()  # the inputs the profiler would use exist and match the kernel
+        return FAKE_MS[kernel.config["block_M"]]
+
+    monkeypatch.setattr(tuner, "measure", measure)
+    return timed
+
+
+def _scale(**kw):
+    kw.setdefault("configs", CONFIGS)
+    return tegula.autotune(**kw)(tegula.jit(out_idx=[-1], target="cpu")(scale_factory))
+
+
+def test_cpu_best_config_by_timing_and_checked(cache_dir, fake_timing, capsys):
+    f = _scale(ref_prog=lambda a: a * 2)
+    k = f(64, 32)
+    assert k.config == {"block_M": 32} and k.latency == 1.0
+    assert sorted(c["block_M"] for c in fake_timing) == [16, 32, 64]
+    a = np.random.default_rng().standard_normal((64, 32)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(k(a)), a * 2, rtol=1e-6)
+    err = capsys.readouterr().err
+    assert "autotune scale_factory [" in err and "3/3" in err and "best {'block_M': 32}" in err
+    assert f(64, 32) is k  # tuned once per argument tuple
+
+
+def test_real_timing_on_the_interpreter(cache_dir):
+    k = _scale(warmup=1, rep=1, progress=False)(32, 16)
+    assert k.config in CONFIGS and k.latency > 0
+    assert [r["latency"] > 0 for r in k.autotune_results] == [True, True, True]
+
+
+def test_bad_configs_are_skipped_with_a_reason(cache_dir, fake_timing, capsys):
+    configs = [{"block_M": 16, "bug": 1}, {"block_M": 32, "bug": 0}, {"block_M": 64, "bug": 0},
+               {"block_M": 16, "bug": "x"}]
+    k = _scale(configs=configs, ref_prog=lambda a: a * 2)(64, 32)
+    assert k.config == {"block_M": 32, "bug": 0}
+    err = capsys.readouterr().err
+    skipped = [line for line in err.splitlines() if "skipped" in line]
+    assert len(skipped) == 2
+    assert "{'block_M': 16, 'bug': 1}: wrong results" in skipped[0] or \
+           "{'block_M': 16, 'bug': 1}: wrong results" in skipped[1]
+    assert any("'bug': 'x'}: " in s and "Error" in s for s in skipped)
+    errors = [r["error"] for r in k.autotune_results]
+    assert errors[1] is None and errors[2] is None and errors[0].startswith("wrong results")
+
+
+def test_second_process_reuses_the_cached_choice(cache_dir, fake_timing):
+    k1 = _scale()(64, 32)
+    assert len(fake_timing) == 3
+    fresh = tegula.autotune(configs=CONFIGS)(tegula.jit(out_idx=[-1], target="cpu")(scale_factory))
+    k2 = fresh(64, 32)
+    assert len(fake_timing) == 3  # nothing timed again
+    assert k2 is not k1 and k2.config == k1.config == {"block_M": 32} and k2.latency == 1.0
+    assert len(fresh.jit_function._cache) == 1  # only the best configuration was built
+    # other arguments are another tuning problem
+    fresh(128, 32)
+    assert len(fake_timing) == 6
+
+
+def test_disabled_cache_tunes_again(cache_dir, fake_timing):
+    _scale()(64, 32)
+    with config.override(disable_cache=True):
+        _scale()(64, 32)
+    assert len(fake_timing) == 6
+
+
+def test_configs_function_and_explicit_arguments(cache_dir, fake_timing):
+    f = _scale(configs=lambda M, N: [{"block_M": b} for b in (16, 64) if b <= M])
+    assert f(32, 16).config == {"block_M": 16}
+    assert f(64, 16).config == {"block_M": 64}
+    # every tuned argument given: no tuning, the plain kernel
+    n = len(fake_timing)
+    k = f(64, 16, block_M=32)
+    assert len(fake_timing) == n and not hasattr(k, "latency")
+
+
+def test_bad_config_lists_are_argument_errors(cache_dir):
+    with pytest.raises(ArgumentError, match="block_X"):
+        _scale(configs=[{"block_X": 1}])(64, 32)
+    with pytest.raises(ArgumentError, match="non-empty"):
+        _scale(configs=[])(64, 32)
+
+
+def test_every_config_failing_is_an_error(cache_dir, fake_timing):
+    with pytest.raises(TegulaError, match="none of the 2 configurations"):
+        _scale(configs=[{"bug": "x"}, {"bug": "y"}], progress=False)(64, 32)
+
+
+def test_compile_only_cuda(cache_dir, monkeypatch, capsys):
+    configs = [{"block_M": 64, "block_N": 64}, {"block_M": 32, "block_N": 64},
+               {"block_M": 16, "block_N": 32},
+               # 2 stages of 256x256 fp16 tiles: far beyond any GPU's shared memory
+               {"block_M": 256, "block_N": 256, "block_K": 256}]
+    f = tegula.autotune(configs=configs, skip_check=True)(
+        tegula.jit(out_idx=[-1], target="cuda:sm_80")(gemm_factory))
+    calls = []
+
+    def no_inputs(kernel, inputs, warmup, rep):  # no GPU here: time without running
+        calls.append(kernel.config)
+        return FAKE_MS[kernel.config["block_M"]]
+
+    monkeypatch.setattr(tuner, "measure", no_inputs)
+    k = f(256, 256, 128)
+    assert k.config == {"block_M": 32, "block_N": 64} and k.latency == 1.0
+    assert "__global__" in k.get_kernel_source()
+    err = capsys.readouterr().err
+    assert "skipped {'block_M': 256, 'block_N': 256, 'block_K': 256}: ResourceError" in err
+    assert len(calls) == 3
+
+
+def test_autotune_over_an_eager_function_is_an_error():
+    def eager(A, block=32):
+        M = T.const("M")
+        A: T.Tensor((M,), "float32")
+        with T.Kernel(1, threads=32):
+            pass
+
+    with pytest.raises(ArgumentError, match="lazy-style"):
+        tegula.autotune(configs=[{"block": 1}])(tegula.jit(eager))
