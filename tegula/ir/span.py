@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import linecache
 import os
+import threading
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
@@ -41,19 +42,28 @@ class Span:
         return "\n".join(out)
 
 
-# The span stamped on every node built while the frontend visits one piece of user code.
-_current: list[Optional[Span]] = [None]
+# The span stamped on every node built while the frontend visits one piece of user code; one
+# stack per thread, since kernels may be built from several threads at once (the autotuner).
+_local = threading.local()
+
+
+def _stack() -> list:
+    st = getattr(_local, "stack", None)
+    if st is None:
+        st = _local.stack = [None]
+    return st
 
 
 def current_span() -> Optional[Span]:
-    return _current[-1]
+    return _stack()[-1]
 
 
 @contextlib.contextmanager
 def span_scope(span: Optional[Span]) -> Iterator[None]:
     """Nodes created inside this scope carry ``span`` unless given one explicitly."""
-    _current.append(span if span is not None else _current[-1])
+    st = _stack()
+    st.append(span if span is not None else st[-1])
     try:
         yield
     finally:
-        _current.pop()
+        st.pop()

@@ -75,3 +75,20 @@ def test_layout_conflict_between_two_gemms_names_buffer_and_lines():
         lower(two_policies, SM80, {})
     msg = str(ei.value)
     assert "'acc'" in msg and "test_passes.py:" in msg and "MmaLayout" in msg
+
+
+def test_print_on_device_prints_message_block_and_value(tmp_path):
+    from tegula import config
+    from tegula.backends.cuda.compiler import available_backends
+
+    @T.prim_func
+    def show(A: T.Tensor((4,), "float16")):
+        with T.Kernel(2, threads=32) as bx:
+            T.print(A[bx], msg="A[bx]")
+
+    src = lower(show, SM80, {}).script()
+    assert "fmt='A[bx] block (%d, %d, %d): %g\\n'" in src
+    if available_backends():
+        with config.override(cache_dir=str(tmp_path)):
+            k = tegula.compile(show, target="cuda:sm_80")
+        assert 'printf("A[bx] block (%d, %d, %d): %g\\n", bx, 0, 0, (double)tl::cast<float>(A[bx]))' in k.get_kernel_source()

@@ -70,6 +70,7 @@ def lower_kernel(k: Kernel) -> Kernel:
     ctx = Ctx(plan, tid, k.num_threads)
     ctx.smem_layouts = choose_shared_layouts(k)
     ctx.bind_range(tid, 0, k.num_threads - 1)
+    ctx.block_vars = tuple(k.block_vars)
     for v, g in zip(k.block_vars, k.grid):
         if isinstance(g, int):
             ctx.bind_range(v, 0, g - 1)
@@ -175,9 +176,16 @@ class _Block:
     def s_Print(self, s: Print) -> Stmt:
         if not isinstance(s.obj, E.Expr):
             raise UnsupportedError("T.print of a tile is not supported on CUDA yet; print elements in a loop", s.span)
-        fmt = s.msg
+        v = self.expr(s.obj)
+        t = v.dtype
+        conv = "%g" if t.is_float else ("%lld" if t.bits == 64 and t.kind == "int" else
+                                        "%llu" if t.bits == 64 else "%u" if t.kind == "uint" else "%d")
+        prefix = f"{s.msg} " if s.msg else ""
+        # like the interpreter: the message, the block index and the value, from one thread a block
+        fmt = prefix + "block (%d, %d, %d): " + conv + "\n"
+        blocks = list(self.ctx.block_vars) + [E.const(0)] * (3 - len(self.ctx.block_vars))
         return IfThenElse(E.compare("eq", self.ctx.tid, 0),
-                          Evaluate(Builtin("printf", (self.expr(s.obj),), dt.bool_, (("fmt", fmt),))))
+                          Evaluate(Builtin("printf", (*blocks, v), dt.bool_, (("fmt", fmt),))))
 
     def s_For(self, s: For) -> Stmt:
         if s.kind == "parallel":

@@ -56,6 +56,7 @@ class Ctx:
     allocs: list = field(default_factory=list)
     smem_layouts: dict = field(default_factory=dict)  # shared Buffer -> chosen layout
     ranges: dict = field(default_factory=dict)        # Var -> inclusive (lo, hi), for guards
+    block_vars: tuple = ()                            # the kernel's block indices
     counter: int = 0
 
     def unroll(self, base: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:
