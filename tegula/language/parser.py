@@ -18,12 +18,12 @@ import inspect
 import operator
 import textwrap
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 from tegula.errors import (KernelNameError, KernelSyntaxError, KernelTypeError, ScopeError,
                            TegulaError)
 from tegula.ir import expr as E
-from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.buffer import Buffer
 from tegula.ir.span import Span, span_scope
 from tegula.ir.stmt import (Break, Continue, BufferStore, For, IfThenElse, Kernel, LetStmt, While,
                             seq)

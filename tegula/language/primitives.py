@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from tegula.errors import KernelTypeError, ScopeError
-from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.stmt import Print

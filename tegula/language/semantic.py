@@ -100,7 +100,7 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool, transpose_B: bool, policy: A
         if r.buffer.scope not in _GEMM_OPERAND_SCOPES:
             raise ScopeError(f"T.gemm: operand {n} ('{r.buffer.name}') is in {r.buffer.scope} memory; "
                              "A and B must be in shared memory or fragments",
-                             hint=f"copy it into a T.alloc_shared buffer first")
+                             hint="copy it into a T.alloc_shared buffer first")
     if c.buffer.scope not in ("local.fragment", "local"):
         raise ScopeError(f"T.gemm: the accumulator C ('{c.buffer.name}') is in {c.buffer.scope} memory; "
                          "it must be a fragment", hint="allocate it with T.alloc_fragment")

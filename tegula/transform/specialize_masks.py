@@ -25,7 +25,7 @@ from tegula.arith.bound import bound
 from tegula.arith.simplify import simplify, simplify_stmt
 from tegula.ir import expr as E
 from tegula.ir.expr import Expr, Var
-from tegula.ir.stmt import For, IfThenElse, LetStmt, PrimFunc, SeqStmt, Stmt
+from tegula.ir.stmt import For, IfThenElse, LetStmt, PrimFunc, Stmt
 from tegula.ir.visitor import Mutator, Visitor, collect_vars, substitute
 
 

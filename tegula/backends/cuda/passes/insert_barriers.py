@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from tegula.ir import dtype as dt
-from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel, LetStmt, PrimFunc,
                             SeqStmt, Stmt, While, seq)

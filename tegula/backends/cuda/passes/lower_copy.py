@@ -22,7 +22,7 @@ from tegula.ir.expr import Expr
 from tegula.ir.stmt import Copy, Evaluate, IfThenElse, Stmt, seq
 from tegula.layout.fragment import unflatten
 from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, addr, call, guard_primary,
-                                                          region_index, sync, unroll, whole)
+                                                          region_index, sync, whole)
 
 
 def _and(a: Optional[Expr], b: Optional[Expr]) -> Optional[Expr]:

@@ -23,7 +23,7 @@ from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import BufferStore, Evaluate, For, Gemm, Stmt, seq
 from tegula.layout.fragment import MmaLayout
 from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, addr, call, region_index,
-                                                          sync, unroll, whole)
+                                                          sync, whole)
 
 _MMA = {"float16": "tl::mma_m16n8k16_f16_f32", "bfloat16": "tl::mma_m16n8k16_bf16_f32",
         "int8": "tl::mma_m16n8k32_s8_s32", "uint8": "tl::mma_m16n8k32_u8_s32"}

@@ -18,9 +18,8 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
 from tegula.ir.stmt import BufferStore, CumSum, For, IfThenElse, Reduce, Stmt, seq
-from tegula.layout.fragment import FlatLayout, MmaLayout, RowLayout, RowsOf
-from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, region_index, sync, unroll,
-                                                          whole)
+from tegula.layout.fragment import MmaLayout, RowLayout, RowsOf
+from tegula.backends.cuda.passes.lowering_context import (Ctx, region_index, sync, whole)
 
 _COMBINE: dict[str, Callable[[Expr, Expr], Expr]] = {
     "sum": lambda a, b: a + b, "abssum": lambda a, b: a + b,

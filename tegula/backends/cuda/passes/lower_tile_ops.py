@@ -26,15 +26,15 @@ from tegula.ir.stmt import (AttrStmt, Atomic, Break, Continue, BufferStore, Copy
                             For, Gemm, IfThenElse, Kernel, LetStmt, Print, PrimFunc, Reduce,
                             SeqStmt, Stmt, While, seq)
 from tegula.ir.visitor import Mutator, substitute
-from tegula.layout.fragment import FlatLayout, Fragment, RowsOf, unflatten
-from tegula.layout.shared import RowMajor, Swizzled
-from tegula.backends.cuda.passes.layout_inference import (LayoutPlan, gemm_on_tensor_cores,
+from tegula.layout.fragment import FlatLayout, Fragment, unflatten
+from tegula.layout.shared import Swizzled
+from tegula.backends.cuda.passes.layout_inference import (gemm_on_tensor_cores,
                                                           infer_layouts, loop_pattern)
 from tegula.backends.cuda.passes.lower_copy import lower_copy
 from tegula.backends.cuda.passes.lower_gemm import lower_gemm
 from tegula.backends.cuda.passes.lower_reduce import lower_cumsum, lower_reduce
 from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, addr, call, guard_primary,
-                                                          region_index, sync, unroll, whole)
+                                                          region_index, sync, whole)
 
 
 def lower_tile_ops(func: PrimFunc) -> PrimFunc:

@@ -15,9 +15,9 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
-from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, Stmt, seq
+from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, Stmt
 from tegula.layout.fragment import Fragment, Replicated, RowsOf, MmaLayout, RowLayout
-from tegula.layout.shared import RowMajor, Swizzled
+from tegula.layout.shared import RowMajor
 from tegula.backends.cuda.passes.layout_inference import LayoutPlan
 
 SHARED = ("shared", "shared.dyn")
