@@ -95,14 +95,6 @@ float16, bfloat16, float32, float64 = (_BY_NAME[n] for n in ("float16", "bfloat1
 ALL_DTYPES: tuple[DType, ...] = tuple(_TABLE)
 
 
-def is_dtype_like(x: Any) -> bool:
-    try:
-        as_dtype(x)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def as_dtype(x: Any) -> DType:
     """Canonical ``DType`` for a string, ``DType``, numpy dtype/type or torch dtype.
 

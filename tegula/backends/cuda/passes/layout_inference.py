@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tegula.errors import LayoutError
-from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import Copy, For, Gemm, Kernel, Reduce, BufferStore
 from tegula.ir.visitor import Visitor
@@ -230,8 +230,3 @@ def free_layout(buf: Buffer, T: int) -> Fragment:
         return flat
     return Replicated(shape, T)
 
-
-def region_is_whole(r: BufferRegion) -> bool:
-    from tegula.arith.simplify import const_int
-
-    return all(const_int(s) == 0 and e == d for (s, e), d in zip(r.ranges, r.buffer.shape))

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from tegula.arith.simplify import const_int, simplify
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
-from tegula.ir.expr import Expr
+from tegula.ir.expr import BufferLoad, Expr
 from tegula.ir.stmt import Copy, Evaluate, IfThenElse, Stmt, seq
 from tegula.layout.fragment import unflatten
 from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, addr, call, guard_primary,
@@ -214,7 +214,7 @@ def _fragment_vector(ctx: Ctx, c: Copy, frag_r: BufferRegion, mem_r: BufferRegio
         midx = region_index(mem_r, tile)
         ok = ctx.in_bounds(mem, midx) if mem.scope == "global" else None
         m_addr = addr(ctx.load(mem, midx))
-        t_addr = addr(BufferLoad_(tmp, 0))
+        t_addr = addr(BufferLoad(tmp, (E.const(0),)))
         if load:
             move: Stmt = Evaluate(call("tl::copy_vec", t_addr, m_addr, template=(nbytes,)))
             if ok is not None:
@@ -229,8 +229,3 @@ def _fragment_vector(ctx: Ctx, c: Copy, frag_r: BufferRegion, mem_r: BufferRegio
 
     return ctx.unroll("k", lay.local_size // v, one)
 
-
-def BufferLoad_(buf: Buffer, i: int) -> Any:
-    from tegula.ir.expr import BufferLoad
-
-    return BufferLoad(buf, (E.const(i),))

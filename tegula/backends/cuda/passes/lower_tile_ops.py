@@ -426,7 +426,7 @@ class _ThreadBody:
                 return ctx.store(b, idx, v, k=k, staged=k is None)
             if b.scope in ("local", "local.var"):
                 return BufferStore(b, idx, v, span=s.span)
-            return BufferStore(*_target(ctx, b, idx), E.cast(b.dtype, v), span=s.span)
+            return ctx.store(b, idx, v)
         if isinstance(s, LetStmt):
             return LetStmt(s.var, self.expr(s.value), span=s.span)
         if isinstance(s, IfThenElse):
@@ -469,9 +469,3 @@ class _ThreadBody:
 
         return X().visit(e)
 
-
-def _target(ctx: Ctx, b: Buffer, idx: tuple) -> tuple:
-    if b.scope in SHARED:
-        flat, lay = ctx.shared(b)
-        return flat, (lay.offset(idx),)
-    return b, idx

@@ -37,14 +37,6 @@ def addr(load: BufferLoad, ctype: Optional[str] = None) -> Builtin:
     return Builtin("address_of", (load,), dt.int64, attrs)
 
 
-def unroll(var_name: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:
-    """``for v in unroll(extent): body_fn(v)`` (no loop at all for extent 1)."""
-    if extent == 1:
-        return body_fn(E.const(0))
-    v = Var(var_name)
-    return For(v, E.const(0), extent, body_fn(v), kind)
-
-
 @dataclass
 class Ctx:
     plan: LayoutPlan
