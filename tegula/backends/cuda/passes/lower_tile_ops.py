@@ -15,6 +15,7 @@ Before/after (one parallel loop over an accumulator in the mma layout)::
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 from tegula.errors import ScopeError, UnsupportedError
@@ -426,7 +427,7 @@ class _ThreadBody:
                 return ctx.store(b, idx, v, k=k, staged=k is None)
             if b.scope in ("local", "local.var"):
                 return BufferStore(b, idx, v, span=s.span)
-            return ctx.store(b, idx, v)
+            return dataclasses.replace(ctx.store(b, idx, v), span=s.span)  # keep the user's line
         if isinstance(s, LetStmt):
             return LetStmt(s.var, self.expr(s.value), span=s.span)
         if isinstance(s, IfThenElse):
