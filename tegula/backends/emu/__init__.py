@@ -3,7 +3,8 @@
 ``execute(func, args, as_warnings=False)`` runs the *thread-level* IR that the CUDA pipeline
 hands to codegen (see :mod:`tegula.backends.cuda.codegen` for its contract) on numpy arrays,
 and reports shared-memory races and memory errors. The IR is compiled once per kernel into
-closures (one rule per node class and builtin, in the registries of :mod:`.context`).
+closures (one rule per node class and builtin, in the registries of :mod:`.context`; the rules
+shared with the interpreter are in :mod:`tegula.backends.closure`).
 
 Execution model
 ---------------
@@ -47,9 +48,9 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
-from tegula.backends.interp.context import poison
+from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, poison
 from tegula.backends.emu import builtins, exprs, stmts, warp  # noqa: F401 (rules)
-from tegula.backends.emu.context import MASK, STATE, BufInfo, Ctx, StmtFn, compile_expr, compile_stmt
+from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
 
@@ -109,7 +110,7 @@ def _compile_kernel(k: Kernel, base: Ctx) -> CompiledKernel:
     nthreads = 1
     for t in k.threads:
         nthreads *= int(t)
-    ctx = Ctx(nthreads, base.slots, base.nslots, dict(base.bufs), set(), [], k.span)
+    ctx = Ctx(nthreads, base.slots, dict(base.bufs), set(), [], k.span)
     grid = [(lambda env, g=g: g) if isinstance(g, int) else
             (lambda env, f=compile_expr(E.as_expr(g), ctx).fn: int(f(env))) for g in k.grid]
     block_slots = [ctx.slot(v) for v in k.block_vars]
@@ -157,7 +158,7 @@ def compile_func(func: PrimFunc) -> Program:
         if isinstance(p, Buffer):
             base.bufs[id(p)] = BufInfo(p, slot, "global", len(base.bufs))
             for d, n in enumerate(p.shape):
-                if isinstance(n, Var) and id(n) not in base.slots:
+                if isinstance(n, Var) and n not in base.slots:
                     dyn.append((pos, d, base.slot(n), n.dtype))
     body = func.body
     stmts_ = body.stmts if isinstance(body, SeqStmt) else (body,)
@@ -167,7 +168,7 @@ def compile_func(func: PrimFunc) -> Program:
             raise UnsupportedError(f"the emulator expects only Kernel launches at the top level of "
                                    f"'{func.name}', found {type(s).__name__}", s.span)
         kernels.append(_compile_kernel(s, base))
-    prog = Program(func, kernels, base.nslots[0], params, dyn)
+    prog = Program(func, kernels, base.slots.size, params, dyn)
     _CACHE[func] = prog
     return prog
 

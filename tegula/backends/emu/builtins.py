@@ -14,8 +14,8 @@ import numpy as np
 
 from tegula.errors import RaceError, UnsupportedError
 from tegula.ir import expr as E
-from tegula.backends.emu.context import (MASK, STATE, BufInfo, CExpr, Ctx, builtin_rule,
-                                         compile_expr, lanes_of)
+from tegula.backends.closure import MASK, CExpr, compile_expr
+from tegula.backends.emu.context import STATE, BufInfo, Ctx, builtin_rule, lanes_of
 from tegula.backends.emu.exprs import compile_element
 from tegula.backends.emu.memory import (Addr, AsyncCopy, byte_offset, check_align, read_elems,
                                         write_elems)

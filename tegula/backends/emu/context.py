@@ -1,47 +1,40 @@
-"""Compile-time state of the emulator: variable slots, buffers, the rule registries.
+"""Compile-time state of the emulator: buffers, access sites, the rule registries.
 
-The emulator turns thread-level IR into a tree of closures once per kernel; every closure takes
-``env``, a flat list of values. Slot ``MASK`` holds the active lane mask (``None`` when every
-thread of the block is active, else a bool array of length ``nthreads``); slot ``STATE`` holds
-the :class:`~tegula.backends.emu.memory.BlockState` of the block being run. Values are numpy
-scalars (the same for every thread) or arrays of length ``nthreads`` (one value per thread).
+The emulator turns thread-level IR into a tree of closures once per kernel
+(:mod:`tegula.backends.closure` has the registry, the env slots and the rules shared with the
+interpreter). Slot ``MASK`` holds the active lane mask (``None`` when every thread of the block is
+active, else a bool array of length ``nthreads``); slot ``STATE`` holds the
+:class:`~tegula.backends.emu.memory.BlockState` of the block being run. Values are numpy scalars
+(the same for every thread) or arrays of length ``nthreads`` (one value per thread).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
 
 from tegula.errors import UnsupportedError
 from tegula.ir.buffer import Buffer
 from tegula.ir.span import Span
+from tegula.backends.closure import COMMON, CExpr, Rules, Slots, StmtFn
 
-Env = list
-ExprFn = Callable[[Env], Any]
-StmtFn = Callable[[Env], None]
-
-MASK = 0   # env slot of the active lane mask
-STATE = 1  # env slot of the BlockState
-
-F32 = np.dtype(np.float32)
+STATE = 1  # env slot of the BlockState (slot 0 is MASK)
 
 
-class BreakSignal(Exception):
-    """Raised by ``break`` (taken by every active thread); caught by the innermost loop."""
+class EmuRules(Rules):
+    """The emulator's rules: a statement is compiled under its own span (for race reports)."""
+
+    def compile_stmt(self, s: Any, ctx: "Ctx") -> StmtFn:
+        span = getattr(s, "span", None)
+        if span is not None and span is not ctx.span:
+            ctx = ctx.child(span=span)
+        return super().compile_stmt(s, ctx)
 
 
-class ContinueSignal(Exception):
-    """Raised by ``continue`` (taken by every active thread); caught by the innermost loop."""
-
-
-@dataclass
-class CExpr:
-    """A compiled expression: ``fn(env)`` gives its value; ``vec`` says it may differ per thread."""
-
-    fn: ExprFn
-    vec: bool
-    node: Any = None
+RULES = EmuRules("cuda-emu", base=COMMON, stmt_hint="tile operations must be lowered first")
+expr_rule = RULES.expr_rule
+stmt_rule = RULES.stmt_rule
 
 
 @dataclass
@@ -87,9 +80,9 @@ class Site:
 class Ctx:
     """What the compiler knows at a point of the IR (one kernel)."""
 
+    rules: ClassVar[Rules] = RULES
     nthreads: int
-    slots: dict = field(default_factory=dict)       # id(var or buffer) -> env slot
-    nslots: list = field(default_factory=lambda: [2])
+    slots: Slots = field(default_factory=lambda: Slots(2))  # slots 0, 1 are MASK, STATE
     bufs: dict = field(default_factory=dict)        # id(buffer) -> BufInfo
     vec_vars: set = field(default_factory=set)      # ids of vars holding per-thread arrays
     sites: list = field(default_factory=list)       # Site table, shared by the whole kernel
@@ -99,18 +92,12 @@ class Ctx:
 
     def slot(self, node: Any) -> int:
         """The env slot of a var or buffer, allocating one the first time."""
-        key = id(node)
-        s = self.slots.get(key)
-        if s is None:
-            s = self.nslots[0]
-            self.nslots[0] += 1
-            self.slots[key] = s
-        return s
+        return self.slots.slot(node)
 
     def child(self, **changes: Any) -> "Ctx":
         """A copy sharing the slot, buffer, site and per-thread-variable tables (a let binds its
         variable for the statements compiled after it), with some fields changed."""
-        c = Ctx(self.nthreads, self.slots, self.nslots, self.bufs, self.vec_vars, self.sites,
+        c = Ctx(self.nthreads, self.slots, self.bufs, self.vec_vars, self.sites,
                 self.span, self.tile_op, self.loop_ok)
         for k, v in changes.items():
             setattr(c, k, v)
@@ -129,24 +116,8 @@ class Ctx:
         return info
 
 
-# -- rule registries (one rule per node class / builtin name) ----------------------------------
-EXPR_RULES: dict[type, Callable[[Any, Ctx], CExpr]] = {}
-STMT_RULES: dict[type, Callable[[Any, Ctx], StmtFn]] = {}
+# -- builtins, one rule per name (``E.Builtin`` dispatches on it) --------------------------------
 BUILTIN_RULES: dict[str, Callable[[Any, Ctx], CExpr]] = {}
-
-
-def expr_rule(cls: type) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        EXPR_RULES[cls] = fn
-        return fn
-    return deco
-
-
-def stmt_rule(cls: type) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        STMT_RULES[cls] = fn
-        return fn
-    return deco
 
 
 def builtin_rule(*names: str) -> Callable:
@@ -155,27 +126,6 @@ def builtin_rule(*names: str) -> Callable:
             BUILTIN_RULES[n] = fn
         return fn
     return deco
-
-
-def compile_expr(e: Any, ctx: Ctx) -> CExpr:
-    rule = EXPR_RULES.get(type(e))
-    if rule is None:
-        raise UnsupportedError(f"unimplemented op {type(e).__name__} for target cuda-emu",
-                               getattr(e, "span", None))
-    ce = rule(e, ctx)
-    ce.node = e
-    return ce
-
-
-def compile_stmt(s: Any, ctx: Ctx) -> StmtFn:
-    rule = STMT_RULES.get(type(s))
-    if rule is None:
-        raise UnsupportedError(f"unimplemented statement {type(s).__name__} for target cuda-emu "
-                               "(tile operations must be lowered first)", getattr(s, "span", None))
-    span = getattr(s, "span", None)
-    if span is not None and span is not ctx.span:
-        ctx = ctx.child(span=span)
-    return rule(s, ctx)
 
 
 # -- masks --------------------------------------------------------------------------------------
@@ -198,6 +148,3 @@ def as_lanes(v: Any, n: int) -> np.ndarray:
     a = np.asarray(v)
     return a if a.ndim == 1 and a.shape[0] == n else np.broadcast_to(a, (n,))
 
-
-def np_scalar(d: Any, value: Any) -> Any:
-    return np.array(value).astype(d.np)[()]

@@ -1,9 +1,10 @@
 """Expression rules of the emulator.
 
-Arithmetic follows the interpreter exactly (its operator tables are reused): narrow floats
-compute in float32 and round back after each operation, integer division truncates, overflow
-wraps. What differs is evaluation order where C++ has it: ``cond ? a : b``, ``&&`` and ``||``
-only evaluate (and bounds-check, and race-check) the side that each thread takes.
+Variables, constants, arithmetic, casts and intrinsics are the rules shared with the interpreter
+(:mod:`tegula.backends.closure`), so results match it exactly: narrow floats compute in float32
+and round back after each operation, integer division truncates, overflow wraps. What differs is
+evaluation order where C++ has it: ``cond ? a : b``, ``&&`` and ``||`` only evaluate (and
+bounds-check, and race-check) the side that each thread takes.
 """
 from __future__ import annotations
 
@@ -11,13 +12,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tegula.errors import KernelNameError, UnsupportedError
+from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
 from tegula.ir.visitor import post_order_visit
-from tegula.backends.interp.exprs import (_BIN_OPS, _CMP_OPS, _FLOAT_OPS, _INT_IDENTITY, _INT_OPS,
-                                          _INTRINSICS, _lift)
-from tegula.backends.emu.context import (BUILTIN_RULES, F32, MASK, STATE, CExpr, Ctx, and_mask,
-                                         compile_expr, expr_rule, np_scalar)
+from tegula.backends.closure import MASK, CExpr, arith_binop, compile_expr
+from tegula.backends.emu.context import BUILTIN_RULES, RULES, STATE, Ctx, and_mask, expr_rule
 from tegula.backends.emu.memory import check_dims
 
 
@@ -26,20 +25,6 @@ def has_effects(e: Any) -> bool:
     found = []
     post_order_visit(e, lambda n: found.append(n) if isinstance(n, (E.BufferLoad, E.Builtin)) else None)
     return bool(found)
-
-
-@expr_rule(E.Var)
-def _var(e: E.Var, ctx: Ctx) -> CExpr:
-    s = ctx.slots.get(id(e))
-    if s is None:
-        raise KernelNameError(f"variable '{e.name}' is used where it has no value", e.span)
-    return CExpr(lambda env: env[s], id(e) in ctx.vec_vars)
-
-
-@expr_rule(E.Const)
-def _const(e: E.Const, ctx: Ctx) -> CExpr:
-    v = np_scalar(e.dtype, e.value)
-    return CExpr(lambda env: v, False)
 
 
 def _lazy(fc: Callable, fa: Callable, n: int, taken: bool, dummy: Any) -> Callable:
@@ -60,7 +45,6 @@ def _lazy(fc: Callable, fa: Callable, n: int, taken: bool, dummy: Any) -> Callab
 @expr_rule(E.BinOp)
 def _binop(e: E.BinOp, ctx: Ctx) -> CExpr:
     a, b = compile_expr(e.a, ctx), compile_expr(e.b, ctx)
-    d = e.dtype
     if e.op in ("and", "or") and a.vec and has_effects(e.b):
         n = ctx.nthreads
         fa = a.fn
@@ -73,29 +57,7 @@ def _binop(e: E.BinOp, ctx: Ctx) -> CExpr:
         if e.op == "and":
             return CExpr(lambda env: fa(env) and fb(env), b.vec)
         return CExpr(lambda env: fa(env) or fb(env), b.vec)
-    op = _BIN_OPS.get(e.op)
-    if op is None:
-        op = (_INT_OPS if (d.is_int or d.is_bool) else _FLOAT_OPS)[e.op]
-    narrow = d.np if d.is_float and d.bits < 32 and e.op not in ("min", "max") else None
-    return CExpr(_lift(op, a.fn, b.fn, narrow), a.vec or b.vec)
-
-
-@expr_rule(E.Compare)
-def _compare(e: E.Compare, ctx: Ctx) -> CExpr:
-    a, b = compile_expr(e.a, ctx), compile_expr(e.b, ctx)
-    op, fa, fb = _CMP_OPS[e.op], a.fn, b.fn
-    return CExpr(lambda env: op(fa(env), fb(env)), a.vec or b.vec)
-
-
-@expr_rule(E.UnaryOp)
-def _unary(e: E.UnaryOp, ctx: Ctx) -> CExpr:
-    a = compile_expr(e.a, ctx)
-    fa = a.fn
-    if e.op == "neg":
-        return CExpr(lambda env: -fa(env), a.vec)
-    if e.op == "not":
-        return CExpr(lambda env: np.logical_not(fa(env)), a.vec)
-    return CExpr(lambda env: ~fa(env), a.vec)
+    return arith_binop(e, a, b)
 
 
 @expr_rule(E.Select)
@@ -120,39 +82,6 @@ def _select(e: E.Select, ctx: Ctx) -> CExpr:
     def sel(env: list) -> Any:
         return np.where(fc(env), ft(env), ff(env)).astype(npd, copy=False)
     return CExpr(sel, True)
-
-
-@expr_rule(E.Cast)
-def _cast(e: E.Cast, ctx: Ctx) -> CExpr:
-    a = compile_expr(e.value, ctx)
-    fa, npd = a.fn, e.to.np
-    return CExpr(lambda env: fa(env).astype(npd), a.vec)
-
-
-@expr_rule(E.Call)
-def _call(e: E.Call, ctx: Ctx) -> CExpr:
-    args = [compile_expr(a, ctx) for a in e.args]
-    vec = any(a.vec for a in args)
-    fns = [a.fn for a in args]
-    argd = e.args[0].dtype
-    if not argd.is_float and e.name in _INT_IDENTITY:
-        return CExpr(fns[0], vec)
-    if not argd.is_float and e.name in ("isnan", "isinf"):
-        return CExpr(lambda env: np.zeros_like(fns[0](env), dtype=bool)[()], vec)
-    fn = _INTRINSICS.get(e.name)
-    if fn is None:
-        raise UnsupportedError(f"unimplemented intrinsic {e.name} for target cuda-emu", e.span)
-    out = e.dtype.np
-    narrow = argd.is_float and argd.bits < 32
-    if len(fns) == 1:
-        f0 = fns[0]
-        if narrow:
-            return CExpr(lambda env: fn(f0(env).astype(F32)).astype(out), vec)
-        return CExpr(lambda env: fn(f0(env)), vec)
-    f0, f1 = fns
-    if narrow:
-        return CExpr(lambda env: fn(f0(env).astype(F32), f1(env).astype(F32)).astype(out), vec)
-    return CExpr(lambda env: fn(f0(env), f1(env)), vec)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,5 +162,5 @@ def _builtin(e: E.Builtin, ctx: Ctx) -> CExpr:
     if rule is None and e.name.startswith("tl::"):
         rule = BUILTIN_RULES.get(e.name.split("<")[0])
     if rule is None:
-        raise UnsupportedError(f"unimplemented builtin {e.name} for target cuda-emu", e.span or ctx.span)
+        raise RULES.unimplemented("builtin", e.name, e.span or ctx.span)
     return rule(e, ctx)

@@ -7,7 +7,8 @@ import numpy as np
 
 from tegula.ir import expr as E
 from tegula.ir.stmt import BufferStore
-from tegula.backends.emu.context import MASK, STATE, CExpr, Ctx, StmtFn, compile_expr, lanes_of
+from tegula.backends.closure import MASK, CExpr, StmtFn, compile_expr
+from tegula.backends.emu.context import STATE, Ctx, lanes_of
 from tegula.backends.emu.exprs import compile_element
 
 

@@ -1,9 +1,10 @@
-"""Statement rules: control flow with lane masks, stores, lets, attributes.
+"""Statement rules of the emulator: control flow with lane masks, stores, attributes.
 
 A condition that is the same for every thread (it does not depend on the thread index or on
 registers) is an ordinary branch. One that differs per thread runs both branches, each under the
 mask of the threads that take it (a branch no thread takes is skipped). A loop whose trip count
-or condition differs per thread runs until no thread is left in it.
+or condition differs per thread runs until no thread is left in it. Sequences, expression
+statements and lets are the rules shared with the interpreter (:mod:`tegula.backends.closure`).
 """
 from __future__ import annotations
 
@@ -13,57 +14,11 @@ import numpy as np
 
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
-from tegula.ir.stmt import (AttrStmt, Break, BufferStore, Continue, Evaluate, For, IfThenElse,
-                            LetStmt, SeqStmt, While)
-from tegula.backends.emu.context import (MASK, BreakSignal, ContinueSignal, Ctx, StmtFn, and_mask,
-                                         compile_expr, compile_stmt, stmt_rule)
+from tegula.ir.stmt import AttrStmt, Break, BufferStore, Continue, For, IfThenElse, While
+from tegula.backends.closure import (JUMPS, MASK, BreakSignal, ContinueSignal, StmtFn,
+                                     compile_expr, compile_stmt, jump, uniform_if, uniform_while)
+from tegula.backends.emu.context import Ctx, and_mask, stmt_rule
 from tegula.backends.emu.memory_ops import compile_store
-
-
-def _nop(env: list) -> None:
-    return None
-
-
-@stmt_rule(SeqStmt)
-def _seq(s: SeqStmt, ctx: Ctx) -> StmtFn:
-    fns = tuple(compile_stmt(x, ctx) for x in s.stmts)
-    if not fns:
-        return _nop
-    if len(fns) == 1:
-        return fns[0]
-
-    def run(env: list) -> None:
-        for f in fns:
-            f(env)
-    return run
-
-
-@stmt_rule(Evaluate)
-def _evaluate(s: Evaluate, ctx: Ctx) -> StmtFn:
-    f = compile_expr(s.value, ctx).fn
-
-    def run(env: list) -> None:
-        f(env)
-    return run
-
-
-@stmt_rule(LetStmt)
-def _let(s: LetStmt, ctx: Ctx) -> StmtFn:
-    v = compile_expr(s.value, ctx)
-    slot = ctx.slot(s.var)
-    f = v.fn
-    if v.vec:
-        ctx.vec_vars.add(id(s.var))
-
-        def let_vec(env: list) -> None:
-            x = f(env)
-            env[slot] = x.copy() if isinstance(x, np.ndarray) else x
-        return let_vec
-    ctx.vec_vars.discard(id(s.var))
-
-    def let(env: list) -> None:
-        env[slot] = f(env)
-    return let
 
 
 @stmt_rule(AttrStmt)
@@ -174,37 +129,16 @@ def _while(s: While, ctx: Ctx) -> StmtFn:
             finally:
                 env[MASK] = outer
         return lane_loop
-    body = compile_stmt(s.body, ctx.child(loop_ok=True))
-
-    def loop(env: list) -> None:
-        while fc(env):
-            try:
-                body(env)
-            except ContinueSignal:
-                continue
-            except BreakSignal:
-                break
-    return loop
-
-
-def _jump(s: Any, ctx: Ctx, word: str, sig: type) -> StmtFn:
-    if not ctx.loop_ok:
-        raise UnsupportedError(f"'{word}' inside a loop whose threads diverge is not supported by "
-                               "the emulator", s.span)
-
-    def jump(env: list) -> None:
-        raise sig()
-    return jump
+    return uniform_while(fc, compile_stmt(s.body, ctx.child(loop_ok=True)))
 
 
 @stmt_rule(Break)
-def _break(s: Break, ctx: Ctx) -> StmtFn:
-    return _jump(s, ctx, "break", BreakSignal)
-
-
 @stmt_rule(Continue)
-def _continue(s: Continue, ctx: Ctx) -> StmtFn:
-    return _jump(s, ctx, "continue", ContinueSignal)
+def _jump(s: Any, ctx: Ctx) -> StmtFn:
+    if not ctx.loop_ok:
+        raise UnsupportedError(f"'{JUMPS[type(s)][0]}' inside a loop whose threads diverge is not "
+                               "supported by the emulator", s.span)
+    return jump(s)
 
 
 @stmt_rule(IfThenElse)
@@ -213,19 +147,7 @@ def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
     fc = cond.fn
     if not cond.vec:
         then = compile_stmt(s.then, ctx)
-        if s.else_ is None:
-            def if_(env: list) -> None:
-                if fc(env):
-                    then(env)
-            return if_
-        else_ = compile_stmt(s.else_, ctx)
-
-        def if_else(env: list) -> None:
-            if fc(env):
-                then(env)
-            else:
-                else_(env)
-        return if_else
+        return uniform_if(fc, then, compile_stmt(s.else_, ctx) if s.else_ is not None else None)
     # a jump under a per-thread condition would need per-thread loop exits
     inner = ctx.child(loop_ok=False)
     then = compile_stmt(s.then, inner)

@@ -28,7 +28,8 @@ import ml_dtypes
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
 from tegula.backends.emu.builtins import compile_addr, template, warp_lanes
-from tegula.backends.emu.context import STATE, CExpr, Ctx, builtin_rule
+from tegula.backends.closure import CExpr
+from tegula.backends.emu.context import STATE, Ctx, builtin_rule
 from tegula.backends.emu.memory import byte_offset, check_align, read_elems, write_elems
 
 _LANE = np.arange(32)

@@ -1,8 +1,9 @@
 """The tile-level interpreter (``target="cpu"``): executing it defines what a kernel means.
 
 ``execute(func, args)`` runs a :class:`~tegula.ir.stmt.PrimFunc` on numpy arrays. The IR is
-compiled once per function into a tree of closures (one rule per node class, in the registries of
-:mod:`.context`); running walks that tree with a flat list of variable values.
+compiled once per function into a tree of closures (one rule per node class, in the registry of
+:mod:`.context`, which starts from the rules shared with the emulator in
+:mod:`tegula.backends.closure`); running walks that tree with a flat list of variable values.
 
 Semantics
 ---------
@@ -60,7 +61,8 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import PrimFunc
 from tegula.backends.interp import atomics, exprs, parallel, stmts, tileops  # noqa: F401 (rules)
-from tegula.backends.interp.context import Ctx, StmtFn, compile_stmt, np_scalar
+from tegula.backends.closure import StmtFn, compile_stmt, np_scalar
+from tegula.backends.interp.context import Ctx
 
 __all__ = ["execute", "compile_func"]
 
@@ -91,10 +93,10 @@ def compile_func(func: PrimFunc) -> Program:
         params.append((p, ctx.slot(p)))
         if isinstance(p, Buffer):
             for d, n in enumerate(p.shape):
-                if isinstance(n, Var) and id(n) not in ctx.slots:
+                if isinstance(n, Var) and n not in ctx.slots:
                     dyn.append((k, d, ctx.slot(n), n.dtype))
     body = compile_stmt(func.body, ctx)
-    prog = Program(func, body, ctx.nslots[0], params, dyn)
+    prog = Program(func, body, ctx.slots.size, params, dyn)
     _CACHE[func] = prog
     return prog
 

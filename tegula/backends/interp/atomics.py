@@ -11,7 +11,8 @@ import numpy as np
 
 from tegula.errors import ShapeError
 from tegula.ir.buffer import BufferRegion
-from tegula.backends.interp.context import MASK, Ctx, StmtFn, compile_expr
+from tegula.backends.closure import MASK, StmtFn, compile_expr
+from tegula.backends.interp.context import Ctx
 
 _UFUNCS = {"add": np.add, "max": np.maximum, "min": np.minimum}
 

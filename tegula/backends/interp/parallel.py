@@ -13,15 +13,14 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tegula.ir.expr import BinOp, Var
-from tegula.backends.interp.context import MASK, CExpr, Ctx, ParVar
+from tegula.backends.closure import MASK, CExpr, compile_expr
+from tegula.backends.interp.context import Ctx, ParVar
 from tegula.backends.interp.exprs import out_of_bounds
 
 
 def _lane_index(node: Any, ce: CExpr, ctx: Ctx) -> Optional[tuple[ParVar, Any]]:
     """``(parallel var, scalar offset fn or None)`` when ``node`` is ``v``, ``v + s``, ``s + v``
     or ``v - s`` for a unit-step parallel var ``v`` of constant range and a scalar ``s``."""
-    from tegula.backends.interp.context import compile_expr
-
     def pv(x: Any) -> Optional[ParVar]:
         if isinstance(x, Var):
             p = ctx.par_vars.get(id(x))

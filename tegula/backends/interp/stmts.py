@@ -1,4 +1,8 @@
-"""Statement rules: control flow, element stores, let-bindings and kernel launches."""
+"""Statement rules of the interpreter: control flow, element stores and kernel launches.
+
+Sequences, expression statements and lets are the rules shared with the emulator
+(:mod:`tegula.backends.closure`).
+"""
 from __future__ import annotations
 
 import itertools
@@ -7,61 +11,15 @@ from typing import Any
 import numpy as np
 
 from tegula.errors import KernelSyntaxError, ScopeError, UnsupportedError
-from tegula.ir.stmt import (Break, BufferStore, Continue, Evaluate, For, IfThenElse, Kernel,
-                            LetStmt, SeqStmt, Stmt, While)
-from tegula.backends.interp.context import (MASK, BreakSignal, ContinueSignal, Ctx, ParVar,
-                                            StmtFn, compile_expr, compile_stmt, dim_value,
-                                            np_scalar, poison, stmt_rule)
+from tegula.ir.stmt import Break, BufferStore, Continue, For, IfThenElse, Kernel, SeqStmt, Stmt, While
+from tegula.backends.closure import (JUMPS, MASK, BreakSignal, ContinueSignal, StmtFn,
+                                     compile_expr, compile_stmt, jump, np_scalar, poison,
+                                     uniform_if, uniform_while)
+from tegula.backends.interp.context import Ctx, ParVar, dim_value, stmt_rule
 from tegula.backends.interp.exprs import out_of_bounds
 
 # Key of the env slot holding the current block index (for T.print).
 BLOCK_INDEX = object()
-
-
-def _nop(env: list) -> None:
-    return None
-
-
-@stmt_rule(SeqStmt)
-def _seq(s: SeqStmt, ctx: Ctx) -> StmtFn:
-    fns = tuple(compile_stmt(x, ctx) for x in s.stmts)  # in order: lets mark later uses
-    if not fns:
-        return _nop
-    if len(fns) == 1:
-        return fns[0]
-
-    def run(env: list) -> None:
-        for f in fns:
-            f(env)
-    return run
-
-
-@stmt_rule(Evaluate)
-def _evaluate(s: Evaluate, ctx: Ctx) -> StmtFn:
-    f = compile_expr(s.value, ctx).fn
-
-    def run(env: list) -> None:
-        f(env)
-    return run
-
-
-@stmt_rule(LetStmt)
-def _let(s: LetStmt, ctx: Ctx) -> StmtFn:
-    v = compile_expr(s.value, ctx)
-    slot = ctx.slot(s.var)
-    f = v.fn
-    if v.vec:
-        ctx.vec_vars.add(id(s.var))
-
-        def let_vec(env: list) -> None:
-            x = f(env)
-            env[slot] = x.copy() if isinstance(x, np.ndarray) else x  # not a view of a buffer
-        return let_vec
-    ctx.vec_vars.discard(id(s.var))
-
-    def let(env: list) -> None:
-        env[slot] = f(env)
-    return let
 
 
 def _scalar(e: Any, ctx: Ctx, what: str, node: Any) -> Any:
@@ -208,19 +166,7 @@ def _while(s: While, ctx: Ctx) -> StmtFn:
     c = compile_expr(s.cond, ctx)
     if c.vec:
         return _lane_while(s, ctx, c.fn)
-    cond = c.fn
-    inner = ctx.child(loop_ok=True, flags={})
-    body = compile_stmt(s.body, inner)
-
-    def loop(env: list) -> None:
-        while cond(env):
-            try:
-                body(env)
-            except ContinueSignal:
-                continue
-            except BreakSignal:
-                break
-    return loop
+    return uniform_while(c.fn, compile_stmt(s.body, ctx.child(loop_ok=True, flags={})))
 
 
 def _lane_while(s: While, ctx: Ctx, cond: Any) -> StmtFn:
@@ -242,7 +188,10 @@ def _lane_while(s: While, ctx: Ctx, cond: Any) -> StmtFn:
     return loop
 
 
-def _jump(s: Stmt, ctx: Ctx, word: str, sig: type) -> StmtFn:
+@stmt_rule(Break)
+@stmt_rule(Continue)
+def _jump(s: Stmt, ctx: Ctx) -> StmtFn:
+    word = JUMPS[type(s)][0]
     if not ctx.loop_ok:
         if ctx.in_parallel:
             raise ScopeError(f"`{word}` cannot be used inside a T.Parallel body", s.span,
@@ -250,20 +199,7 @@ def _jump(s: Stmt, ctx: Ctx, word: str, sig: type) -> StmtFn:
                              "or an `if` on the lane's condition")
         raise KernelSyntaxError(f"`{word}` outside a loop", s.span)
     ctx.flags[word] = True
-
-    def jump(env: list) -> None:
-        raise sig()
-    return jump
-
-
-@stmt_rule(Break)
-def _break(s: Break, ctx: Ctx) -> StmtFn:
-    return _jump(s, ctx, "break", BreakSignal)
-
-
-@stmt_rule(Continue)
-def _continue(s: Continue, ctx: Ctx) -> StmtFn:
-    return _jump(s, ctx, "continue", ContinueSignal)
+    return jump(s)
 
 
 @stmt_rule(IfThenElse)
@@ -272,19 +208,8 @@ def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
     fc = c.fn
     if not c.vec:
         then = compile_stmt(s.then, ctx.child())
-        if s.else_ is None:
-            def if_(env: list) -> None:
-                if fc(env):
-                    then(env)
-            return if_
-        else_ = compile_stmt(s.else_, ctx.child())
-
-        def if_else(env: list) -> None:
-            if fc(env):
-                then(env)
-            else:
-                else_(env)
-        return if_else
+        else_ = compile_stmt(s.else_, ctx.child()) if s.else_ is not None else None
+        return uniform_if(fc, then, else_)
     # a lane-varying condition: run both branches over all lanes, masking their stores
     then = compile_stmt(s.then, ctx.child(masked=True, loop_ok=False))
     else_m = compile_stmt(s.else_, ctx.child(masked=True, loop_ok=False)) \

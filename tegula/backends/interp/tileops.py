@@ -13,8 +13,8 @@ from tegula.errors import OutOfBoundsError, ScopeError, ShapeError
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.expr import Const
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
-from tegula.backends.interp.context import (F32, MASK, Ctx, StmtFn, compile_expr, is_narrow,
-                                            stmt_rule)
+from tegula.backends.closure import F32, MASK, StmtFn, compile_expr, is_narrow
+from tegula.backends.interp.context import Ctx, stmt_rule
 from tegula.backends.interp.stmts import BLOCK_INDEX
 
 
