@@ -348,7 +348,9 @@ def _params(func: S.PrimFunc) -> list[ParamInfo]:
     return params
 
 
-def _smem_layout(k: S.Kernel) -> tuple[dict[int, int], int]:
+def smem_layout(k: S.Kernel) -> tuple[dict[int, int], int]:
+    """Byte offset of each shared buffer (``id(buffer)`` -> offset) and the total: the planned
+    offsets of ``annotations["smem_offsets"]``, else packed in order at 128-byte alignment."""
     offsets = k.annotations.get("smem_offsets") or {}
     out: dict[int, int] = {}
     total = 0
@@ -413,7 +415,7 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
     grid = tuple(k.grid) + (1,) * (3 - len(k.grid))
 
     head: list[str] = []
-    offsets, smem_bytes = _smem_layout(k)
+    offsets, smem_bytes = smem_layout(k)
     if offsets:
         head.append(f"extern __shared__ __align__(1024) unsigned char {SMEM_NAME}[];")
     # thread index

@@ -53,10 +53,10 @@ from tegula.backends.emu import builtins, exprs, stmts, warp  # noqa: F401 (rule
 from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
+from tegula.backends.cuda.codegen import smem_layout  # the same shared pool as on the GPU
 
 __all__ = ["execute", "compile_func", "RaceWarning"]
 
-SMEM_ALIGN = 128
 
 
 @dataclass
@@ -88,24 +88,6 @@ class Program:
 _CACHE: "weakref.WeakKeyDictionary[PrimFunc, Program]" = weakref.WeakKeyDictionary()
 
 
-def _shared_layout(k: Kernel) -> tuple[dict, int]:
-    """Byte offset of each shared buffer (the planned ones, else packed as codegen packs them)."""
-    planned = k.annotations.get("smem_offsets") or {}
-    out: dict = {}
-    cursor = total = 0
-    for b in k.allocs:
-        if b.scope not in ("shared", "shared.dyn"):
-            continue
-        if b in planned:
-            off = int(planned[b])
-        else:
-            off = (cursor + SMEM_ALIGN - 1) // SMEM_ALIGN * SMEM_ALIGN
-            cursor = off + b.nbytes()
-        out[id(b)] = off
-        total = max(total, off + b.nbytes())
-    return out, total
-
-
 def _compile_kernel(k: Kernel, base: Ctx) -> CompiledKernel:
     nthreads = 1
     for t in k.threads:
@@ -118,7 +100,7 @@ def _compile_kernel(k: Kernel, base: Ctx) -> CompiledKernel:
     thread_slot = ctx.slot(thread_var) if thread_var is not None else -1
     if thread_var is not None:
         ctx.vec_vars.add(id(thread_var))
-    offsets, pool_bytes = _shared_layout(k)
+    offsets, pool_bytes = smem_layout(k)
     shared, locals_, vars_ = [], [], []
     for b in k.allocs:
         scope = "shared" if b.scope in ("shared", "shared.dyn") else b.scope
