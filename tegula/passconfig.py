@@ -35,6 +35,9 @@ class PassConfigKey:
     # tegula's own
     TEGULA_DISABLE_BARRIER_INSERTION = "tegula.disable_barrier_insertion"
     TEGULA_EMU_RACES_AS_WARNINGS = "tegula.emu_races_as_warnings"
+    # blocks per SM the CUDA compiler must leave room for (the second __launch_bounds__ value):
+    # caps registers per thread at 65536 / (threads * value)
+    TEGULA_MIN_BLOCKS_PER_SM = "tegula.min_blocks_per_sm"
 
 
 KNOWN_KEYS = frozenset(v for k, v in vars(PassConfigKey).items() if k.isupper())

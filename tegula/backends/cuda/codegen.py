@@ -389,7 +389,8 @@ def _swizzle_lines(k: S.Kernel, bx: str, by: str, names: Names) -> list[str]:
 
 
 def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamInfo],
-                 const_ids: set[int], fast_math: bool, index64: bool) -> tuple[str, KernelInfo]:
+                 const_ids: set[int], fast_math: bool, index64: bool,
+                 min_blocks: int = 0) -> tuple[str, KernelInfo]:
     names = Names()
     decls = []
     const_buffers = []
@@ -470,7 +471,8 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
     for h in head:
         em.line(h)
     em.stmt(k.body)
-    sig = f'extern "C" __global__ void __launch_bounds__({nthreads}) {kname}(' + ", ".join(decls) + ")"
+    bounds = f"{nthreads}, {min_blocks}" if min_blocks > 0 else f"{nthreads}"
+    sig = f'extern "C" __global__ void __launch_bounds__({bounds}) {kname}(' + ", ".join(decls) + ")"
     text = "\n".join([sig + " {", *em.lines, "}"])
     return text, KernelInfo(kname, grid, block, smem_bytes)  # type: ignore[arg-type]
 
@@ -494,7 +496,8 @@ def codegen(func: S.PrimFunc, target: Any = None, pass_configs: Optional[dict] =
     base = "_" + base if base[0].isdigit() else base
     for i, k in enumerate(kernels):
         kname = f"{base}_kernel" if len(kernels) == 1 else f"{base}_kernel_{i}"
-        text, info = _emit_kernel(func, k, kname, params, const_ids, fast_math, index64)
+        text, info = _emit_kernel(func, k, kname, params, const_ids, fast_math, index64,
+                                  int(cfg.get("tegula.min_blocks_per_sm", 0) or 0))
         texts.append(text)
         infos.append(info)
     body = "\n\n".join(texts)
