@@ -251,6 +251,17 @@ class PrimFunc(Node):
         return PrimFunc(self.name, self.params, body, dict(self.attrs), span=self.span)
 
 
+def parallel_nest(loop: "For") -> tuple[list[Var], list[Any], Stmt]:
+    """The variables, extents and innermost body of the directly nested ``parallel`` loops
+    starting at ``loop`` (what ``T.Parallel(M, N)`` became)."""
+    vars_, exts, body = [loop.var], [loop.extent], loop.body
+    while isinstance(body, For) and body.kind == "parallel":
+        vars_.append(body.var)
+        exts.append(body.extent)
+        body = body.body
+    return vars_, exts, body
+
+
 def seq(*stmts: Any) -> Stmt:
     """A sequence, flattened; a single statement stays itself."""
     flat: list[Stmt] = []

@@ -25,7 +25,7 @@ from tegula.arith.bound import bound
 from tegula.arith.simplify import simplify, simplify_stmt
 from tegula.ir import expr as E
 from tegula.ir.expr import Expr, Var
-from tegula.ir.stmt import For, IfThenElse, LetStmt, PrimFunc, Stmt
+from tegula.ir.stmt import parallel_nest, For, IfThenElse, LetStmt, PrimFunc, Stmt
 from tegula.ir.visitor import Mutator, Visitor, collect_vars, substitute
 
 
@@ -86,17 +86,8 @@ class _Masks(Visitor):
         self.generic_visit(s)
 
 
-def _nest(loop: For) -> tuple[list[Var], list[Any], Stmt]:
-    vars_, exts, body = [loop.var], [loop.extent], loop.body
-    while isinstance(body, For) and body.kind == "parallel":
-        vars_.append(body.var)
-        exts.append(body.extent)
-        body = body.body
-    return vars_, exts, body
-
-
 def _specialize(loop: For) -> Optional[Stmt]:
-    vars_, exts, body = _nest(loop)
+    vars_, exts, body = parallel_nest(loop)
     if not all(isinstance(e, int) and e > 0 for e in exts):
         return None
     ranges = {v: (0, e - 1) for v, e in zip(vars_, exts)}

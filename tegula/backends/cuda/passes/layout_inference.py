@@ -31,7 +31,7 @@ from typing import Any, Optional
 from tegula.errors import LayoutError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Var
-from tegula.ir.stmt import Copy, For, Gemm, Kernel, Reduce, BufferStore
+from tegula.ir.stmt import Copy, For, Gemm, Kernel, Reduce, BufferStore, parallel_nest
 from tegula.ir.visitor import Visitor
 from tegula.layout.fragment import (FlatLayout, Fragment, MmaLayout, Replicated, RowLayout,
                                     RowsOf, mma_warps)
@@ -93,11 +93,7 @@ class _Collect(Visitor):
         if f.kind != "parallel":
             self.generic_visit(f)
             return
-        vars_, exts, body = [f.var], [f.extent], f.body
-        while isinstance(body, For) and body.kind == "parallel":
-            vars_.append(body.var)
-            exts.append(body.extent)
-            body = body.body
+        vars_, exts, body = parallel_nest(f)
         accesses: list = []
 
         class Acc(Visitor):

@@ -23,9 +23,9 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
-from tegula.ir.stmt import (AttrStmt, Atomic, Break, Continue, BufferStore, Copy, CumSum, Evaluate, Fill,
-                            For, Gemm, IfThenElse, Kernel, LetStmt, Print, PrimFunc, Reduce,
-                            SeqStmt, Stmt, While, seq)
+from tegula.ir.stmt import (AttrStmt, Atomic, Break, Continue, BufferStore, Copy, CumSum,
+                            Evaluate, Fill, For, Gemm, IfThenElse, Kernel, LetStmt, Print,
+                            PrimFunc, Reduce, SeqStmt, Stmt, While, parallel_nest, seq)
 from tegula.ir.visitor import Mutator, substitute
 from tegula.layout.fragment import FlatLayout, Fragment, unflatten
 from tegula.layout.shared import Swizzled
@@ -296,15 +296,6 @@ def _atomic(ctx: Ctx, kind: str, buf: Buffer, idx: tuple, value: Expr) -> Stmt:
 # T.Parallel
 # ---------------------------------------------------------------------------------------------
 
-def _nest(loop: For) -> tuple[list[Var], list[Any], Stmt]:
-    vars_, exts, body = [loop.var], [loop.extent], loop.body
-    while isinstance(body, For) and body.kind == "parallel":
-        vars_.append(body.var)
-        exts.append(body.extent)
-        body = body.body
-    return vars_, exts, body
-
-
 def _frag_accesses(body: Stmt) -> list[tuple[Buffer, tuple, bool]]:
     out: list = []
     from tegula.ir.visitor import Visitor
@@ -325,7 +316,7 @@ def _frag_accesses(body: Stmt) -> list[tuple[Buffer, tuple, bool]]:
 
 
 def lower_parallel(ctx: Ctx, loop: For) -> Stmt:
-    vars_, exts, body = _nest(loop)
+    vars_, exts, body = parallel_nest(loop)
     if not all(isinstance(e, int) for e in exts):
         return _dynamic_parallel(ctx, vars_, exts, body)
     acc = _frag_accesses(body)
