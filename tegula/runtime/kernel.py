@@ -87,7 +87,7 @@ class JITKernel:
         sig = self._signature(args)
         if sig is None or not all(s[3] for s in sig):
             return
-        outs = [(i, tuple(values[i].shape), values[i].dtype) for i in self.out_idx]
+        outs = [(i, tuple(values[i].shape), values[i].dtype, values[i].device) for i in self.out_idx]
         if len(self._plans) > 64:
             self._plans.clear()
         self._plans[sig] = outs
@@ -105,11 +105,11 @@ class JITKernel:
         values: list = [None] * len(self.func.params)
         for i, a in zip(self.inputs, args):
             values[i] = a
-        dev = args[0].device if args else self.device
-        for i, shape, dtype in outs:
-            values[i] = torch.empty(shape, dtype=dtype, device=dev)
+        empty = torch.empty
+        for i, shape, dtype, dev in outs:
+            values[i] = empty(shape, dtype=dtype, device=dev)
         self.artifact.run(values)
-        res = [values[i] for i, _, _ in outs]
+        res = [values[i] for i, _, _, _ in outs]
         if not res:
             return (None,)
         return (res[0] if len(res) == 1 else tuple(res),)
