@@ -294,7 +294,7 @@ class Launcher:
         grid, already loaded on the current device, ctypes launch available. False when the
         general path must run (nothing has been launched then)."""
         first = values[self._buf_srcs[0]]
-        if not first.is_cuda:
+        if not getattr(first, "is_cuda", False):  # CuPy arrays and the like take the general path
             return False
         dev = first.get_device()
         loaded = self._loaded.get(dev)
