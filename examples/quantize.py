@@ -57,7 +57,7 @@ def main(M=1000, N=384, target="auto", seed=None):
     # way in float32, so q may differ from the float64 reference by one step, rarely
     assert np.allclose(s, s_ref, rtol=1e-6, atol=0), np.abs(s - s_ref).max()
     dq = np.abs(q.astype(np.int64) - q_ref)
-    assert dq.max() <= 1 and dq.mean() < 1e-3, (dq.max(), dq.mean())
+    assert dq.max() <= 1 and (dq > 0).sum() <= max(2, dq.size // 1000), (dq.max(), int((dq > 0).sum()))
     deq = np.abs(q * s.astype(np.float64)[:, None] - x.astype(np.float64))
     err = float(deq.max())
     print(f"quantize  {M}x{N} float16->int8  target={kernel.target}  max dequantization error "

@@ -19,6 +19,8 @@ TEGULA_TARGET          default target of ``tegula.jit`` / ``compile`` (default `
 TEGULA_VERIFY          ``1`` to verify the IR after every pass
 TEGULA_TRACE           a directory: dump the IR after every pass of every kernel compiled
 TEGULA_DEBUG           ``1`` to keep tegula's own frames in the tracebacks of kernel errors
+TEGULA_POISON_OUTPUTS  ``1`` to fill outputs the runtime allocates with NaN (ints: a marker) before a
+                       kernel runs, so elements it never writes show (tests turn it on)
 =====================  ===========================================================================
 """
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Settings:
     verify_ir: bool = False
     trace_dir: Optional[str] = None
     debug_tracebacks: bool = False
+    poison_outputs: bool = False
 
     def __post_init__(self) -> None:
         if self.cuda_backend is not None and self.cuda_backend not in _BACKENDS:
@@ -78,6 +81,7 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Settings:
     if env.get("TEGULA_TRACE"):
         kw["trace_dir"] = env["TEGULA_TRACE"]
     kw["debug_tracebacks"] = _flag(env.get("TEGULA_DEBUG"))
+    kw["poison_outputs"] = _flag(env.get("TEGULA_POISON_OUTPUTS"))
     return Settings(**kw)
 
 

@@ -199,14 +199,38 @@ def _check_tensor(p: Buffer, arg: Any, device: str) -> None:
 
 
 def alloc_output(p: Buffer, dyn: dict, like_torch: Any, device: str) -> Any:
+    """An output tensor for parameter ``p``: torch when the inputs are (or the device needs it),
+    numpy otherwise; filled with poison when ``config.poison_outputs`` is on."""
     shape = tuple(eval_dim(d, dyn) for d in p.shape)
     if like_torch is not None or device != "cpu":
         import torch
 
         tdt = _torch_dtype(p.dtype)
         dev = like_torch.device if like_torch is not None else device
-        return torch.empty(shape, dtype=tdt, device=dev)
-    return np.empty(shape, dtype=p.dtype.np)
+        out = torch.empty(shape, dtype=tdt, device=dev)
+    else:
+        out = np.empty(shape, dtype=p.dtype.np)
+    from tegula import config
+
+    if config.get().poison_outputs:
+        poison(out, p.dtype)
+    return out
+
+
+def poison(t: Any, d: dt.DType) -> None:
+    """Fill ``t`` with a value a correct kernel overwrites: NaN, or a marker for ints and bools."""
+    if d.is_float:
+        value: Any = float("nan")
+    elif d.is_bool:
+        value = True
+    elif d.kind == "uint":
+        value = int(np.iinfo(d.np).max)
+    else:
+        value = int(max(np.iinfo(d.np).min, -0x5A5A5A5A))
+    if is_torch(t):
+        t.fill_(value)
+    else:
+        t.fill(value)
 
 
 def _torch_dtype(d: dt.DType) -> Any:

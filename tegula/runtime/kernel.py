@@ -12,6 +12,12 @@ from tegula.runtime import args as A
 from tegula.target import Target, builder_for, parse_target
 
 
+def _poisoning() -> bool:
+    from tegula import config
+
+    return config.get().poison_outputs
+
+
 def normalize_out_idx(out_idx: Union[None, int, Sequence[int]], n_params: int) -> list[int]:
     """Non-negative parameter positions of the outputs (negative indices count from the end)."""
     if out_idx is None:
@@ -106,8 +112,11 @@ class JITKernel:
         for i, a in zip(self.inputs, args):
             values[i] = a
         empty = torch.empty
+        poisoned = _poisoning()
         for i, shape, dtype, dev in outs:
             values[i] = empty(shape, dtype=dtype, device=dev)
+            if poisoned:
+                A.poison(values[i], self.func.params[i].dtype)
         self.artifact.run(values)
         res = [values[i] for i, _, _, _ in outs]
         if not res:

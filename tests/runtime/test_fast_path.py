@@ -33,3 +33,19 @@ def test_repeated_calls_compute_fresh_results_and_still_check_new_signatures(rng
         k(torch.ones(40, dtype=torch.float64), torch.ones(40, dtype=torch.float64))
     with pytest.raises(errors.ArgumentError, match="contiguous"):
         k(torch.ones(80)[::2], torch.ones(40))
+
+
+def test_outputs_are_poisoned_so_unwritten_elements_show(rng):
+    @T.prim_func
+    def half(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32"), Z: T.Tensor((64,), "int32")):
+        with T.Kernel(1) as bx:
+            for i in T.Parallel(32):
+                Y[i] = X[i]
+                Z[i] = 1
+
+    k = tilelang.compile(half, out_idx=[1, 2], target="cpu")
+    for x in (rng.standard_normal(64).astype(np.float32), torch.randn(64), torch.randn(64)):
+        y, z = k(x)
+        y, z = np.asarray(y), np.asarray(z)
+        assert np.isnan(y[32:]).all() and not np.isnan(y[:32]).any()
+        assert (z[32:] == -0x5A5A5A5A).all() and (z[:32] == 1).all()

@@ -87,7 +87,7 @@ def test_gemm_bfloat16_and_float64_accumulators() -> None:
     a, b = rand((48, 24), "float64"), rand((24, 40), "float64")
     c = np.zeros((48, 40))
     execute(f, [a, b, c])
-    np.testing.assert_allclose(c, a @ b, rtol=1e-12)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
 
 
 def test_gemm_int8_int32_accumulator_is_exact() -> None:
@@ -233,7 +233,7 @@ def test_reduce_into_dst_with_unit_dim() -> None:
         Reduce("sum", X.region(), R.region(), 1), Copy(R.region(), O.region())]))
     x, o = rand((8, 16)), np.empty((8, 1), np.float32)
     execute(f, [x, o])
-    np.testing.assert_allclose(o[:, 0], x.astype(np.float64).sum(1), rtol=1e-5)
+    np.testing.assert_allclose(o[:, 0], x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("reverse", [False, True])
