@@ -4,12 +4,30 @@
 """
 __version__ = "0.1.0"
 
+import dataclasses
+
 from tegula import errors  # noqa: F401
 from tegula.jit import JITFunction, compile, jit  # noqa: A004
 from tegula.passconfig import PassConfigKey
 from tegula.runtime.kernel import JITKernel
+from tegula.runtime.profiler import TensorSupplyType
+from tegula import layout  # noqa: F401  (tegula.layout.make_swizzled_layout)
+
+
+def disable_cache() -> None:
+    """Neither read nor write the disk cache of compiled kernels in this process."""
+    from tegula import config
+
+    config.settings = dataclasses.replace(config.settings, disable_cache=True)
+
+
+def enable_cache() -> None:
+    """Use the disk cache again (undoes :func:`disable_cache`)."""
+    from tegula import config
+
+    config.settings = dataclasses.replace(config.settings, disable_cache=False)
 from tegula import language  # noqa: F401
 from tegula.autotuner import autotune
 
-__all__ = ["jit", "compile", "JITKernel", "JITFunction", "PassConfigKey", "errors", "language",
-           "__version__"]
+__all__ = ["jit", "compile", "JITKernel", "JITFunction", "PassConfigKey", "TensorSupplyType",
+           "disable_cache", "enable_cache", "errors", "language", "layout", "__version__"]

@@ -146,7 +146,9 @@ class JITKernel:
     def get_profiler(self, tensor_supply_type: Any = None, dynamic: Optional[dict] = None) -> Any:
         from tegula.runtime.profiler import Profiler
 
-        return Profiler(self, dynamic or {})
+        if tensor_supply_type is not None and not hasattr(tensor_supply_type, "name"):
+            raise ConfigError(f"tensor_supply_type must be a tegula.TensorSupplyType, got {tensor_supply_type!r}")
+        return Profiler(self, dynamic or {}, supply=tensor_supply_type)
 
     def __repr__(self) -> str:
         return f"<JITKernel {self.func.name} target={self.target}>"

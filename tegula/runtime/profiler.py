@@ -1,6 +1,7 @@
 """``kernel.get_profiler()``: check a kernel against a reference and time it."""
 from __future__ import annotations
 
+import enum
 import statistics
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -13,10 +14,31 @@ from tegula.ir.expr import Var
 from tegula.runtime import args as A
 
 
-def random_tensor(p: Buffer, shape: tuple, rng: np.random.Generator, use_torch: bool, device: str) -> Any:
-    """Fresh random values of the parameter's dtype: normal floats, small ints, random bools."""
+class TensorSupplyType(enum.Enum):
+    """What ``get_profiler(tensor_supply_type=...)`` fills inputs with (TileLang's names)."""
+
+    Integer = 1
+    Uniform = 2
+    Normal = 3
+    Randn = 4
+    Zero = 5
+    One = 6
+    Auto = 7
+
+
+def random_tensor(p: Buffer, shape: tuple, rng: np.random.Generator, use_torch: bool, device: str,
+                  supply: "TensorSupplyType" = None) -> Any:
+    """Inputs of the parameter's dtype: by default (Auto / Normal / Randn) normal floats, small
+    ints and random bools; Integer, Uniform, Zero and One as their names say."""
     d = p.dtype
-    if d.is_float:
+    supply = supply or TensorSupplyType.Auto
+    if supply is TensorSupplyType.Zero or supply is TensorSupplyType.One:
+        arr = np.full(shape, 0 if supply is TensorSupplyType.Zero else 1).astype(d.np)
+    elif d.is_float and supply is TensorSupplyType.Integer:
+        arr = rng.integers(-2, 3, shape).astype(d.np)
+    elif d.is_float and supply is TensorSupplyType.Uniform:
+        arr = rng.uniform(-1.0, 1.0, shape).astype(np.float32).astype(d.np)
+    elif d.is_float:
         data = rng.standard_normal(shape).astype(np.float32)
         arr = data.astype(d.np)
     elif d.is_bool:
@@ -40,9 +62,11 @@ def random_tensor(p: Buffer, shape: tuple, rng: np.random.Generator, use_torch: 
 class Profiler:
     """Generates inputs for a kernel, compares it with a reference and times it."""
 
-    def __init__(self, kernel: Any, dynamic: dict, seed: Optional[int] = None):
+    def __init__(self, kernel: Any, dynamic: dict, seed: Optional[int] = None,
+                 supply: Optional[TensorSupplyType] = None):
         self.kernel = kernel
         self.dynamic = dynamic
+        self.supply = supply
         self.rng = np.random.default_rng(seed)
         try:
             import torch  # noqa: F401
@@ -70,7 +94,7 @@ class Profiler:
                 raise ArgumentError(f"the profiler cannot invent scalar argument '{p.name}'",
                                     hint="pass input_tensors= to do_bench / assert_allclose")
             shape = tuple(A.eval_dim(d, dyn) for d in p.shape)
-            out.append(random_tensor(p, shape, self.rng, self.use_torch, self.kernel.device))
+            out.append(random_tensor(p, shape, self.rng, self.use_torch, self.kernel.device, self.supply))
         return out
 
     def assert_allclose(self, reference_program: Callable, rtol: float = 1e-2, atol: float = 1e-2,

@@ -28,7 +28,7 @@ from tegula.ir.stmt import (AttrStmt, Atomic, Break, Continue, BufferStore, Copy
                             PrimFunc, Reduce, SeqStmt, Stmt, While, parallel_nest, seq)
 from tegula.ir.visitor import Mutator, substitute
 from tegula.layout.fragment import FlatLayout, Fragment, unflatten
-from tegula.layout.shared import Swizzled
+from tegula.layout.shared import RowMajor, Swizzled
 from tegula.backends.cuda.passes.layout_inference import (gemm_on_tensor_cores,
                                                           infer_layouts, loop_pattern)
 from tegula.backends.cuda.passes.lower_copy import lower_copy
@@ -70,6 +70,9 @@ def lower_kernel(k: Kernel) -> Kernel:
     tid = Var("tx")
     ctx = Ctx(plan, tid, k.num_threads)
     ctx.smem_layouts = choose_shared_layouts(k)
+    for buf, lay in (k.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
+        if buf.scope in SHARED and isinstance(lay, (RowMajor, Swizzled)):
+            ctx.smem_layouts[buf] = lay
     ctx.bind_range(tid, 0, k.num_threads - 1)
     ctx.block_vars = tuple(k.block_vars)
     for v, g in zip(k.block_vars, k.grid):
