@@ -560,6 +560,9 @@ class StmtSimplifier(Mutator):
         from tegula.arith.bound import bound
 
         value = self.visit(s.value)
+        # a variable defined again (a copied statement) must not keep facts of its other copy
+        self.let_consts.pop(s.var, None)
+        self.bounds.pop(s.var, None)
         if isinstance(value, Const):
             self.let_consts[s.var] = value
         elif value.dtype.is_int:
