@@ -212,6 +212,7 @@ class _Block:
         from tegula.arith.bound import bound
 
         b = bound(s.value, self.ctx.ranges) if s.value.dtype.is_int else None
+        self.ctx.ranges.pop(s.var, None)  # never keep the range of an earlier copy of the let
         if b is not None:
             self.ctx.bind_range(s.var, *b)  # so guards on it can be proven away
         return LetStmt(s.var, self.expr(s.value), span=s.span)
