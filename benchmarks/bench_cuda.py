@@ -146,7 +146,7 @@ def attention_section(args):
                 except Exception as e:
                     print(f"sdpa {name}: {e}")
             best = None
-            for bm, bn, st, th in ((128, 64, 2, 128), (64, 64, 2, 128), (128, 128, 2, 256)):
+            for bm, bn, st, th in ((128, 64, 2, 128), (128, 128, 2, 128), (64, 64, 2, 128), (128, 128, 2, 256)):
                 try:
                     kern = tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, bm, bn, st, th),
                                           out_idx=[-1], target="cuda")
