@@ -625,8 +625,10 @@ def _is_signature_error(e: TypeError, func: Any) -> bool:
 
 
 def _signature_message(e: TypeError) -> str:
-    msg = str(e)
-    return msg.split(") ", 1)[1] if ") " in msg and msg.index(") ") < msg.find(" ") + 40 else msg
+    """Python's "copy() missing 1 required ..." without the function's own name in front."""
+    import re
+
+    return re.sub(r"^[\w.]+\(\) ", "", str(e))
 
 
 def _signature(func: Any) -> str:

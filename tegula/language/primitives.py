@@ -5,6 +5,7 @@ Each one either returns an expression or appends a statement to the active build
 """
 from __future__ import annotations
 
+import builtins
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -95,10 +96,10 @@ def _range(what: str, args: Sequence[Any], step: Any = None) -> tuple[Any, Any, 
         return start, n, step
     if step > 0:
         n = (stop - start + step - 1) // step if not (isinstance(stop, int) and isinstance(start, int)) \
-            else max(0, -(-(stop - start) // step))
+            else builtins.max(0, -(-(stop - start) // step))
     else:
         n = (start - stop + (-step) - 1) // (-step) if not (isinstance(stop, int) and isinstance(start, int)) \
-            else max(0, -(-(start - stop) // (-step)))
+            else builtins.max(0, -(-(start - stop) // (-step)))
     return start, n if isinstance(n, int) else _extent(n, what), step
 
 

@@ -230,7 +230,7 @@ def index_list(buf: Buffer, key: Any) -> tuple[Expr, ...]:
     if not isinstance(key, tuple):
         key = (key,)
     if buf.scope == "local.var" and len(key) == 1:
-        return (const(0),) if not isinstance(key[0], slice) else (const(0),)
+        return (const(0),)
     if any(isinstance(k, slice) for k in key):
         raise KernelTypeError(f"cannot assign to a slice of '{buf.name}'",
                               hint="use T.copy, T.fill, or a T.Parallel loop")
