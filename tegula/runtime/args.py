@@ -253,6 +253,6 @@ def to_device_tensor(a: np.ndarray, torch: Any) -> Any:
     return t.to("cuda")
 
 
-def to_host_array(t: Any, np_dtype: Any = None) -> np.ndarray:
+def to_host_array(t: Any) -> np.ndarray:
     """A numpy copy of a device tensor, in the matching numpy dtype."""
     return to_numpy(t.detach().cpu()).copy()

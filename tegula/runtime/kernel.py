@@ -132,7 +132,7 @@ class JITKernel:
         out = self(*dev)
         for a, d in zip(args, dev):
             if isinstance(a, np.ndarray):
-                a[...] = A.to_host_array(d, a.dtype)
+                a[...] = A.to_host_array(d)
         if out is None:
             return None
         if isinstance(out, tuple):

@@ -94,21 +94,26 @@ class _Collect(Visitor):
             self.generic_visit(f)
             return
         vars_, exts, body = parallel_nest(f)
-        accesses: list = []
+        self.loops.append((vars_, exts, [(b, idx, span) for b, idx, _, span in fragment_accesses(body)]))
 
-        class Acc(Visitor):
-            def visit_BufferLoad(s, n: BufferLoad) -> None:
-                if n.buffer.scope == "local.fragment":
-                    accesses.append((n.buffer, n.indices, n.span))
-                s.generic_visit(n)
 
-            def visit_BufferStore(s, n: BufferStore) -> None:
-                if n.buffer.scope == "local.fragment":
-                    accesses.append((n.buffer, n.indices, n.span))
-                s.generic_visit(n)
+def fragment_accesses(body: Any) -> list[tuple[Buffer, tuple, bool, Any]]:
+    """Every element access of a fragment in ``body``: (buffer, indices, is_store, span)."""
+    out: list = []
 
-        Acc().visit(body)
-        self.loops.append((vars_, exts, accesses))
+    class V(Visitor):
+        def visit_BufferLoad(s, n: BufferLoad) -> None:
+            if n.buffer.scope == "local.fragment":
+                out.append((n.buffer, n.indices, False, n.span))
+            s.generic_visit(n)
+
+        def visit_BufferStore(s, n: BufferStore) -> None:
+            if n.buffer.scope == "local.fragment":
+                out.append((n.buffer, n.indices, True, n.span))
+            s.generic_visit(n)
+
+    V().visit(body)
+    return out
 
 
 def loop_pattern(vars_: list[Var], buf: Buffer, idx: tuple) -> Optional[str]:

@@ -29,7 +29,7 @@ from tegula.ir.stmt import (AttrStmt, Atomic, Break, Continue, BufferStore, Copy
 from tegula.ir.visitor import Mutator, substitute
 from tegula.layout.fragment import FlatLayout, Fragment, unflatten
 from tegula.layout.shared import RowMajor, Swizzled
-from tegula.backends.cuda.passes.layout_inference import (gemm_on_tensor_cores,
+from tegula.backends.cuda.passes.layout_inference import (fragment_accesses, gemm_on_tensor_cores,
                                                           infer_layouts, loop_pattern)
 from tegula.backends.cuda.passes.lower_copy import lower_copy
 from tegula.backends.cuda.passes.lower_gemm import lower_gemm
@@ -301,22 +301,7 @@ def _atomic(ctx: Ctx, kind: str, buf: Buffer, idx: tuple, value: Expr) -> Stmt:
 # ---------------------------------------------------------------------------------------------
 
 def _frag_accesses(body: Stmt) -> list[tuple[Buffer, tuple, bool]]:
-    out: list = []
-    from tegula.ir.visitor import Visitor
-
-    class V(Visitor):
-        def visit_BufferLoad(s, n: BufferLoad) -> None:
-            if n.buffer.scope == "local.fragment":
-                out.append((n.buffer, n.indices, False))
-            s.generic_visit(n)
-
-        def visit_BufferStore(s, n: BufferStore) -> None:
-            if n.buffer.scope == "local.fragment":
-                out.append((n.buffer, n.indices, True))
-            s.generic_visit(n)
-
-    V().visit(body)
-    return out
+    return [(b, idx, w) for b, idx, w, _ in fragment_accesses(body)]
 
 
 def lower_parallel(ctx: Ctx, loop: For) -> Stmt:
