@@ -15,7 +15,9 @@ TEGULA_NVCC            nvcc executable (else ``<cuda_home>/bin/nvcc``, then ``nv
 TEGULA_CUDA_BACKEND    ``nvrtc`` or ``nvcc``: force a compiler (default: NVRTC when importable)
 TEGULA_CACHE_DIR       disk cache for compiled kernels (default ``~/.cache/tegula``)
 TEGULA_DISABLE_CACHE   ``1`` to neither read nor write the disk cache
-TEGULA_TARGET          default target of ``tegula.jit`` / ``compile`` (default ``auto``)
+TEGULA_TARGET          the target ``target="auto"`` (the default of ``tegula.jit`` / ``compile``) means:
+                       ``cpu``, ``cuda``, ``cuda:sm_XX`` or ``cuda-emu`` (default ``auto``: CUDA
+                       when a GPU is usable, else ``cpu``)
 TEGULA_VERIFY          ``1`` to verify the IR after every pass
 TEGULA_TRACE           a directory: dump the IR after every pass of every kernel compiled
 TEGULA_DEBUG           ``1`` to keep tegula's own frames in the tracebacks of kernel errors

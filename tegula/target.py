@@ -76,11 +76,20 @@ def _load_backends() -> None:
 
 
 def parse_target(target: Any) -> Target:
-    """A ``Target`` from a string; ``"auto"`` resolves to CUDA or CPU here."""
+    """A ``Target`` from a string. ``"auto"`` (or None) is ``TEGULA_TARGET`` when that is set
+    (``config.default_target``), else CUDA when a GPU is usable here and CPU otherwise.
+    Raises ConfigError for an unknown target, naming TEGULA_TARGET when the bad value came from it."""
     if isinstance(target, Target):
         return target
-    if target is None:
-        target = config.get().default_target
+    if target is None or (isinstance(target, str) and target.strip().lower() == "auto"):
+        default = config.get().default_target
+        if default.strip().lower() != "auto":
+            try:
+                return parse_target(default)
+            except ConfigError as e:
+                raise ConfigError(f"TEGULA_TARGET={default!r} is not a target: {e.message}",
+                                  hint="set TEGULA_TARGET to auto, cpu, cuda, cuda:sm_XX or cuda-emu, "
+                                       "or unset it") from None
     if not isinstance(target, str):
         raise ConfigError(f"target must be a string like 'cpu' or 'cuda:sm_90a', got {target!r}")
     _load_backends()

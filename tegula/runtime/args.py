@@ -16,7 +16,9 @@ from tegula.ir import dtype as dt
 from tegula.ir.buffer import Buffer
 from tegula.ir import expr as E
 from tegula.ir.expr import Var
+from tegula.ir import stmt as S
 from tegula.ir.stmt import PrimFunc
+from tegula.ir.visitor import post_order_visit
 
 
 def is_torch(x: Any) -> bool:
@@ -56,6 +58,8 @@ def to_numpy(x: Any) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     if is_torch(x):
+        if x.requires_grad:  # the kernel reads and writes the storage; autograd does not see it
+            x = x.detach()
         d = tensor_dtype(x)
         if d.name in ("bfloat16",):
             import torch
@@ -106,6 +110,68 @@ def eval_dim(d: Any, dyn: dict) -> int:
     raise ArgumentError(f"cannot evaluate the shape expression {d} on the host")
 
 
+def written_params(func: PrimFunc) -> frozenset:
+    """Names of the buffer parameters the kernel may write (stores and tile-op destinations)."""
+    params = {id(p): p.name for p in func.params if isinstance(p, Buffer)}
+    names: set = set()
+
+    def visit(n: Any) -> None:
+        if isinstance(n, S.BufferStore):
+            targets = [n.buffer]
+        elif isinstance(n, S.TileOp):
+            targets = [getattr(r, "buffer", None) for r in (getattr(n, "dst", None), getattr(n, "C", None))]
+        else:
+            return
+        names.update(params[id(b)] for b in targets if id(b) in params)
+
+    post_order_visit(func.body, visit)
+    return frozenset(names)
+
+
+def order_arguments(func: PrimFunc, inputs: Sequence[int], args: Sequence[Any], kwargs: dict) -> list:
+    """Positional ``args`` followed by ``kwargs`` given by parameter name, in parameter order.
+
+    Raises ArgumentError for a name that is no parameter, a parameter given twice, or an output
+    (which the kernel allocates)."""
+    if not kwargs:
+        return list(args)
+    names = [func.params[i].name for i in inputs]
+    outputs = {p.name for i, p in enumerate(func.params) if i not in inputs}
+    ordered: list = list(args) + [_MISSING] * max(0, len(names) - len(args))
+    for key, value in kwargs.items():
+        if key in outputs:
+            raise ArgumentError(f"{func.name}(): '{key}' is an output, which the kernel allocates",
+                                hint="leave it out; the call returns it")
+        if key not in names:
+            import difflib
+
+            lower = {n.lower(): n for n in names}
+            close = [lower[c] for c in difflib.get_close_matches(key.lower(), list(lower), n=1)]
+            raise ArgumentError(f"{func.name}() has no parameter '{key}'; its inputs are "
+                                f"{', '.join(names) or 'none'}",
+                                hint=f"did you mean '{close[0]}'?" if close else None)
+        pos = names.index(key)
+        if pos < len(args):
+            raise ArgumentError(f"{func.name}(): argument '{key}' given both by position and by name")
+        ordered[pos] = value
+    missing = [n for n, v in zip(names, ordered) if v is _MISSING]
+    if missing:
+        raise ArgumentError(f"{func.name}() takes {len(names)} argument(s) ({', '.join(names)}): "
+                            f"missing {', '.join(repr(m) for m in missing)}")
+    return ordered
+
+
+_MISSING = object()
+
+
+def check_writable(func: PrimFunc, name: str, arr: np.ndarray) -> None:
+    """ArgumentError when numpy array ``arr``, given for parameter ``name``, is read-only and the
+    kernel writes that parameter."""
+    if not arr.flags.writeable and name in written_params(func):
+        raise ArgumentError(f"argument '{name}': the numpy array is read-only, but the kernel writes it",
+                            hint="pass a writable array (np.array(x) copies one)")
+
+
 def bind(func: PrimFunc, inputs: Sequence[int], args: Sequence[Any], device: str) -> Bound:
     """Check ``args`` against the parameters at positions ``inputs`` and bind dynamic dims.
 
@@ -131,7 +197,7 @@ def bind(func: PrimFunc, inputs: Sequence[int], args: Sequence[Any], device: str
             values[pos] = _scalar(p, arg)
             dyn[p] = values[pos]
             continue
-        _check_tensor(p, arg, device)
+        _check_tensor(func, p, arg, device)
         if like_torch is None and is_torch(arg):
             like_torch = arg
         for k, d in enumerate(p.shape):
@@ -171,7 +237,7 @@ def _scalar(p: Var, arg: Any) -> Any:
     raise ArgumentError(f"argument '{p.name}': expected a scalar {p.dtype}, got {type(arg).__name__} {arg!r}")
 
 
-def _check_tensor(p: Buffer, arg: Any, device: str) -> None:
+def _check_tensor(func: PrimFunc, p: Buffer, arg: Any, device: str) -> None:
     if not is_tensor_like(arg):
         raise ArgumentError(f"argument '{p.name}': expected a tensor of dtype {p.dtype} and shape "
                             f"{_shape_str(p.shape)}, got {type(arg).__name__}")
@@ -190,6 +256,8 @@ def _check_tensor(p: Buffer, arg: Any, device: str) -> None:
             raise ArgumentError(f"argument '{p.name}': expected shape {_shape_str(p.shape)}, got "
                                 f"{_shape_str(tuple(arg.shape))} (dimension {k} is {arg.shape[k]}, not {want})")
     dev = device_of(arg)
+    if isinstance(arg, np.ndarray):
+        check_writable(func, p.name, arg)
     if not dev.startswith(device):
         raise ArgumentError(f"argument '{p.name}': the tensor is on {dev} but the kernel runs on {device}",
                             hint=f"move it with .to('{device}')" if is_torch(arg) else None)
@@ -240,8 +308,19 @@ def _torch_dtype(d: dt.DType) -> Any:
     return getattr(torch, name)
 
 
-def to_device_tensor(a: np.ndarray, torch: Any) -> Any:
-    """A CUDA torch tensor holding a copy of numpy array ``a`` (bfloat16 / fp8 included)."""
+def to_device_tensor(a: np.ndarray, name: str) -> Any:
+    """A CUDA torch tensor holding a copy of numpy array ``a`` (bfloat16 / fp8 included), for
+    parameter ``name``; ArgumentError when there is no GPU (or no torch) to move it to."""
+    from tegula.target import gpu_available
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not gpu_available():
+        why = "torch is not installed" if torch is None else "no CUDA GPU is available"
+        raise ArgumentError(f"argument '{name}': a numpy array cannot be moved to the GPU: {why}",
+                            hint="build the kernel for target='cpu' or 'cuda-emu' to run it here")
     d = dt.as_dtype(a.dtype)
     a = np.ascontiguousarray(a)
     if d.name == "bfloat16":

@@ -39,7 +39,8 @@ class JITKernel:
 
     Call it with the input tensors (every parameter not in ``out_idx``) in order; it allocates
     the outputs, runs, and returns them (one tensor, a tuple, or None). Inputs may be torch
-    tensors or numpy arrays; outputs are of the same kind.
+    tensors or numpy arrays; outputs are of the same kind. Inputs may also be given by
+    parameter name (``kernel(A=a, B=b)``).
     """
 
     def __init__(self, func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None,
@@ -63,11 +64,14 @@ class JITKernel:
     def params(self) -> tuple:
         return self.func.params
 
-    def __call__(self, *args: Any, stream: Any = None) -> Any:
+    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        if kwargs:
+            args = tuple(A.order_arguments(self.func, self.inputs, args, kwargs))
         fast = self._fast_call(args)
         if fast is not None:
             return fast[0]
-        if self.device != "cpu" and any(isinstance(a, np.ndarray) for a in args):
+        if self.device != "cpu" and len(args) == len(self.inputs) \
+                and any(isinstance(a, np.ndarray) for a in args):
             return self._call_with_host_arrays(args)
         bound = A.bind(self.func, self.inputs, args, self.device)
         values = bound.values
@@ -126,9 +130,11 @@ class JITKernel:
     def _call_with_host_arrays(self, args: tuple) -> Any:
         """numpy arrays on a GPU target: copy them to the device, run, copy results back
         (outputs come back as numpy; inputs the kernel wrote are updated in place)."""
-        import torch
-
-        dev = [A.to_device_tensor(a, torch) if isinstance(a, np.ndarray) else a for a in args]
+        names = [self.func.params[i].name for i in self.inputs]
+        for a, n in zip(args, names):
+            if isinstance(a, np.ndarray):
+                A.check_writable(self.func, n, a)
+        dev = [A.to_device_tensor(a, n) if isinstance(a, np.ndarray) else a for a, n in zip(args, names)]
         out = self(*dev)
         for a, d in zip(args, dev):
             if isinstance(a, np.ndarray):
