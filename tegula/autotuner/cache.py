@@ -1,6 +1,7 @@
 """The disk cache of autotuning results: the best configuration per (function, arguments, device).
 
-Entries go through :mod:`tegula.backends.cuda.cache` (one directory per key, written atomically);
+Entries go through :mod:`tegula.backends.cuda.cache` (one directory per key, written atomically,
+content hashes checked on load: a bad entry is a miss, removed, and the next result replaces it);
 the result is JSON in the entry's ``meta.json`` (no source, no binary, no pickle). A key covers the
 factory's source, the non-tuned arguments, the list of configurations, the target and device, and
 tegula's version: change any of them and the next call tunes again.
@@ -67,7 +68,6 @@ def store(key: str, result: dict) -> None:
     from tegula.backends.cuda import cache
 
     clean = json.loads(json.dumps(result, default=repr))
-    try:
-        cache.store(key, "", b"", {"autotune": clean})
-    except OSError:  # a read-only or full cache directory must not fail the tuning
-        pass
+    # replace=True: a stored choice that no longer builds was tuned again and is replaced; an
+    # unusable cache directory warns once and the tuning goes on without it
+    cache.store(key, "", b"", {"autotune": clean}, replace=True)

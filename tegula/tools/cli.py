@@ -7,6 +7,7 @@ functions and append it to ``COMMANDS``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -125,6 +126,35 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("info", "verify", "clear"),
+                   help="info: where the cache is, its entries and size; verify: check every entry "
+                        "(content hashes, key, format) and remove the bad ones and what crashed "
+                        "writers left; clear: remove every entry")
+    p.add_argument("--keep", action="store_true", help="with verify: report bad entries, remove nothing")
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from tegula.backends.cuda import cache
+
+    root = cache.cache_dir()
+    if args.action == "clear":
+        before = cache.verify(remove=False)
+        cache.clear()
+        print(f"removed {before.entries} entries ({before.bytes / 1e6:.1f} MB) from {root}")
+        return 0
+    report = cache.verify(remove=args.action == "verify" and not args.keep)
+    print(f"cache directory: {root}" + ("" if os.path.isdir(root) else " (absent)"))
+    print(f"entries: {report.entries} ({report.bytes / 1e6:.1f} MB), sound: {report.good}, "
+          f"bad: {len(report.bad)}, leftovers of unfinished writes: {report.leftovers}")
+    if args.action == "info":
+        return 0
+    verb = "kept" if args.keep else "removed"
+    for key, why in report.bad:
+        print(f"bad entry {key} ({why}): {verb}")
+    return 1 if report.bad else 0
+
+
 COMMANDS: list[Command] = [
     Command("demo", "compile and run a GEMM, a row softmax and a flash-attention forward",
             "Builds three small kernels for the target, runs each on random inputs, checks it "
@@ -141,6 +171,12 @@ COMMANDS: list[Command] = [
             "Like 'trace', then prints the unified diff of the IR from PassA to PassB (names as "
             "'trace' prints them, case-insensitive; 'input' is the tile IR; numbers are steps).",
             _diff_arguments, _diff),
+    Command("cache", "inspect, check or empty the disk cache of compiled kernels",
+            "'info' prints the cache directory (TEGULA_CACHE_DIR), its number of entries and size; "
+            "'verify' checks every entry as a load does (content hashes of source, binary and "
+            "metadata, key, format), removes the bad ones and the leftovers of crashed writers, and "
+            "exits 1 when it found a bad entry; 'clear' removes everything.",
+            _cache_arguments, _cache),
 ]
 
 

@@ -152,7 +152,7 @@ def build(func: PrimFunc, target: Target, pass_configs: dict) -> CudaArtifact:
             source, cubin, meta = hit
             try:
                 module = _module_from_cache(func, source, meta)
-            except TegulaError:
+            except (TegulaError, KeyError, TypeError, ValueError):  # metadata of another shape
                 module = None
             if module is not None:
                 result = CompileResult(cubin, None, meta.get("log", ""), arch, meta.get("compiler", "?"), 0.0, True)
