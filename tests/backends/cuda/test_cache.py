@@ -196,7 +196,9 @@ def _one_warning(record) -> str:
     return msgs[0]
 
 
-def _build_twice_with_fake_compile(monkeypatch) -> list:
+def _fake_compiler(monkeypatch) -> list:
+    """Replace NVRTC by a fake that returns a cubin derived from the source; returns the list of
+    sources it compiled."""
     compiled = []
 
     def fake_nvrtc(source, arch, opts, name):
@@ -205,6 +207,11 @@ def _build_twice_with_fake_compile(monkeypatch) -> list:
 
     monkeypatch.setattr(compiler, "_choose_backend", lambda: "nvrtc")
     monkeypatch.setattr(compiler, "_compile_nvrtc", fake_nvrtc)
+    return compiled
+
+
+def _build_twice_with_fake_compile(monkeypatch) -> list:
+    compiled = _fake_compiler(monkeypatch)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         results = [compiler.compile_cuda(SOURCE, "sm_80", use_cache=True) for _ in range(2)]
@@ -385,14 +392,7 @@ def test_concurrent_writer_processes_with_a_vandal(tmp_cache):
 def test_build_never_serves_a_foreign_cubin(tmp_cache, monkeypatch):
     import tegula.language as T
 
-    compiled = []
-
-    def fake_nvrtc(source, arch, opts, name):
-        compiled.append(source)
-        return b"FAKE" + hashlib.sha256(source.encode()).digest(), None, ""
-
-    monkeypatch.setattr(compiler, "_choose_backend", lambda: "nvrtc")
-    monkeypatch.setattr(compiler, "_compile_nvrtc", fake_nvrtc)
+    compiled = _fake_compiler(monkeypatch)
 
     def factory(scale):
         @T.prim_func
