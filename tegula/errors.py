@@ -103,5 +103,10 @@ class RaceError(TegulaError):
     """A data race or memory error found while emulating a kernel."""
 
 
+class SyncError(TegulaError):
+    """A synchronisation bug found while running a kernel: a deadlock, or a flag set twice
+    before its wait or left pending at the end (NPU cross-core and pipe flags)."""
+
+
 class VerifyError(TegulaError):
     """The IR broke an invariant. A pass produced it: this is a bug in tegula, not in the kernel."""

@@ -6,7 +6,9 @@ A ``Buffer`` is a named, typed, multi-dimensional array in one memory scope:
 - ``shared`` / ``shared.dyn``  one copy per block;
 - ``local.fragment``  a block-wide register tile, split across threads by layout inference;
 - ``local``           per-thread registers;
-- ``local.var``       a scalar (``T.alloc_var``): reading its name reads the value.
+- ``local.var``       a scalar (``T.alloc_var``): reading its name reads the value;
+- ``l1`` / ``l0a`` / ``l0b`` / ``l0c`` / ``ub``  the on-chip memories of an Ascend NPU core
+  (:mod:`tegula.ir.npu`).
 
 Indexing a buffer with integers or expressions gives a :class:`BufferLoad`; with slices, a
 :class:`BufferRegion`, the operand form of tile operations.
@@ -22,7 +24,8 @@ from tegula.ir.dtype import DType
 from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
 from tegula.ir.span import Span, current_span
 
-SCOPES = ("global", "shared", "shared.dyn", "local.fragment", "local", "local.var")
+SCOPES = ("global", "shared", "shared.dyn", "local.fragment", "local", "local.var",
+          "l1", "l0a", "l0b", "l0c", "ub")
 Dim = Union[int, Expr]
 
 

@@ -19,6 +19,9 @@ from tegula.language.primitives import (And, Cast, GemmWarpPolicy, Kernel, Not, 
                                         reduce_sum, round, rsqrt, serial, sigmoid, sin, sqrt,
                                         sync_threads, tan, tanh, trunc, truncdiv, truncmod, unroll,
                                         use_swizzle, vectorized)
+from tegula.language.ascend import (Scope, alloc_L0A, alloc_L0B, alloc_L0C, alloc_L1, alloc_ub,
+                                    barrier_all, gemm_v0, mma, pipe_barrier, set_cross_flag,
+                                    set_flag, tile, wait_cross_flag, wait_flag)
 from tegula.language.proxy import Tensor, const, dynamic, empty, symbolic
 
 Buffer = Tensor

@@ -27,7 +27,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.span import Span, span_scope
 from tegula.ir.stmt import (Break, Continue, BufferStore, For, IfThenElse, Kernel, LetStmt, While,
                             seq)
-from tegula.language import semantic
+from tegula.language import ascend, semantic
 from tegula.language.builder import Builder, KernelFrame, new_var
 from tegula.language.primitives import KernelSpec, LoopSpec, serial
 from tegula.language.proxy import ConstSymbol, TensorSpec
@@ -400,10 +400,17 @@ class Parser:
             raise KernelSyntaxError("use one context manager per `with` in a kernel")
         item = node.items[0]
         ctx = self.eval(item.context_expr)
+        hook = getattr(ctx, "tegula_with", None)
+        if hook is not None:  # a dialect's block statement (T.Scope, ...): it builds its own node
+            hook(self, item, node.body)
+            return
         if not isinstance(ctx, KernelSpec):
             raise KernelSyntaxError(f"`with` in a kernel takes T.Kernel(...), got {semantic.describe(ctx)}")
         if self.b.kernel is not None:
             raise KernelSyntaxError("T.Kernel cannot be nested inside another T.Kernel")
+        if ctx.npu:
+            ascend.enter_kernel(self, item, node.body, ctx.grid)
+            return
         names: list[str] = []
         tv = item.optional_vars
         if isinstance(tv, ast.Name):

@@ -28,6 +28,7 @@ class KernelSpec:
 
     grid: tuple
     threads: tuple
+    npu: bool = False  # T.Kernel(n, is_npu=True): Ascend AI core groups (tegula.language.ascend)
 
     def __enter__(self) -> Any:
         raise KernelTypeError("T.Kernel can only be used in a `with` statement inside a kernel function")
@@ -52,7 +53,7 @@ def Kernel(*grid: Any, threads: Any = 128, prelude: Any = None, is_cpu: bool = F
     if not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in th) or len(th) > 3:
         raise KernelTypeError(f"T.Kernel: threads must be a positive int or a tuple of up to 3 ints, "
                               f"got {threads!r}")
-    return KernelSpec(tuple(g), tuple(th))
+    return KernelSpec(tuple(g), tuple(th), bool(is_npu))
 
 
 @dataclass

@@ -63,6 +63,7 @@ from tegula.ir.stmt import PrimFunc
 from tegula.backends.interp import atomics, exprs, parallel, stmts, tileops  # noqa: F401 (rules)
 from tegula.backends.closure import StmtFn, compile_stmt, np_scalar
 from tegula.backends.interp.context import Ctx
+from tegula.backends.npu import interp_rules  # noqa: F401,E402 (rules of the NPU dialect's nodes)
 
 __all__ = ["execute", "compile_func"]
 
