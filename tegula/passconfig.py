@@ -32,9 +32,13 @@ class PassConfigKey:
     TIR_MERGE_STATIC_SMEM = "tir.merge_static_smem"
     TIR_USE_ASYNC_COPY = "tir.use_async_copy"
     TIR_DISABLE_CSE = "tir.disable_cse_tir"
+    # Ascend: insert the flags between pipes automatically (TileLang-Ascend's key)
+    TL_ASCEND_AUTO_SYNC = "tl.ascend_auto_sync"
     # tegula's own
     TEGULA_DISABLE_BARRIER_INSERTION = "tegula.disable_barrier_insertion"
     TEGULA_EMU_RACES_AS_WARNINGS = "tegula.emu_races_as_warnings"
+    # the seed of the Ascend emulator's adversarial pipe order
+    TEGULA_NPU_EMU_SEED = "tegula.npu_emu_seed"
     # blocks per SM the CUDA compiler must leave room for (the second __launch_bounds__ value):
     # caps registers per thread at 65536 / (threads * value)
     TEGULA_MIN_BLOCKS_PER_SM = "tegula.min_blocks_per_sm"

@@ -1,7 +1,8 @@
 """Targets and the backends that build kernels for them.
 
 A target string is ``"cpu"`` (the interpreter), ``"cuda"`` / ``"cuda:sm_80"`` / ``"cuda:sm_90a"``
-(the CUDA backend), ``"cuda-emu"`` (the thread-level emulator) or ``"auto"`` (CUDA when a GPU and
+(the CUDA backend), ``"cuda-emu"`` (the thread-level emulator), ``"ascend-emu:a2a3"`` /
+``"ascend-emu:a5"`` (the NPU emulator), ``"ascend-pto:a2a3"`` / ``"ascend-pto:a5"`` (PTO source) or ``"auto"`` (CUDA when a GPU and
 the CUDA backend are present, else CPU). Backends register a builder with :func:`register`.
 """
 from __future__ import annotations
@@ -69,6 +70,7 @@ def gpu_available() -> bool:
 def _load_backends() -> None:
     import tegula.backends.interp.jit  # noqa: F401  (registers "cpu")
     import tegula.backends.emu.jit  # noqa: F401  (registers "cuda-emu")
+    import tegula.backends.npu.jit  # noqa: F401  (registers "ascend-emu", "ascend-pto")
     try:
         import tegula.backends.cuda.jit  # noqa: F401  (registers "cuda")
     except ImportError:
@@ -99,8 +101,13 @@ def parse_target(target: Any) -> Target:
     kind, _, arch = t.partition(":")
     if kind in ("c", "llvm", "host"):
         kind = "cpu"
+    if kind in ("ascend-emu", "ascend-pto"):
+        if arch and arch not in ("a2a3", "a5"):
+            raise ConfigError(f"unknown Ascend machine in target {target!r}; expected {kind}:a2a3 or {kind}:a5")
+        return Target(kind, arch or "a2a3")
     if kind not in ("cpu", "cuda", "cuda-emu"):
-        raise ConfigError(f"unknown target {target!r}; expected 'auto', 'cpu', 'cuda', 'cuda:sm_XX' or 'cuda-emu'")
+        raise ConfigError(f"unknown target {target!r}; expected 'auto', 'cpu', 'cuda', 'cuda:sm_XX', "
+                          "'cuda-emu', 'ascend-emu:a2a3|a5' or 'ascend-pto:a2a3|a5'")
     return Target(kind, arch or None)
 
 

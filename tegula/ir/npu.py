@@ -161,8 +161,14 @@ def _register_printers() -> None:
         self.line(f"with T.Kernel({grid}, is_npu=True) as ({', '.join(names)}):", depth)
         for buf in k.allocs:
             self.line(f"{self.define(buf)} = {self.alloc(buf, k.alloc_inits)}", depth + 1)
+        per_buf = {key: v for key, v in k.annotations.items() if isinstance(v, dict)}
+        for buf in k.allocs:
+            facts = [f"{key}={per_buf[key][buf]}" for key in per_buf if buf in per_buf[key]]
+            if facts:
+                self.line(f"# {self.name_of(buf)}: {', '.join(facts)}", depth + 1)
         for key, value in k.annotations.items():
-            self.line(f"# annotation {key} = {printer.value_str(value)}", depth + 1)
+            if key not in per_buf:
+                self.line(f"# annotation {key} = {printer.value_str(value)}", depth + 1)
         self.stmt(k.body, depth + 1)
         self.pop()
 
@@ -175,9 +181,13 @@ def _register_printers() -> None:
 
     def p_mma(self: Any, s: Mma, depth: int) -> None:
         args = [self.e(s.A), self.e(s.B), self.e(s.C)]
-        for k in ("transpose_A", "transpose_B", "init"):
+        for k in ("transpose_A", "transpose_B"):
             if getattr(s, k):
                 args.append(f"{k}=True")
+        if isinstance(s.init, Expr):
+            args.append(f"init={self.e(s.init)}")
+        elif s.init:
+            args.append("init=True")
         self.line(f"T.mma({', '.join(args)})", depth)
 
     def p_vec(self: Any, s: VecOp, depth: int) -> None:

@@ -57,7 +57,7 @@ class JITKernel:
                 raise ConfigError(f"out_idx names parameter '{func.params[i].name}', which is a scalar")
         self.inputs = [i for i in range(len(func.params)) if i not in self.out_idx]
         self.artifact = builder_for(self.target)(func, self.target, self.pass_configs)
-        self.device = "cpu" if self.target.kind in ("cpu", "cuda-emu") else "cuda"
+        self.device = "cuda" if self.target.kind == "cuda" else "cpu"
         self._plans: dict = {}
 
     @property

@@ -1,0 +1,266 @@
+"""The scalar unit of each core: runs the kernel's control flow and issues instructions.
+
+For one block and one core, :func:`issue` walks the lowered kernel, evaluating loop bounds,
+lets, conditions and region starts (scalar code; the cores' control flow never depends on tile
+data), and returns the core's instruction stream in program order: one :class:`Instr` per tile
+operation (with its pipe, the bytes it reads and writes, and a function that does its work on
+the memories when the simulator executes it) and per flag or barrier.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from tegula.errors import OutOfBoundsError, UnsupportedError
+from tegula.ir.buffer import BufferRegion
+from tegula.ir.expr import Const, Expr
+from tegula.ir.npu import (BarrierAll, CoreScope, Mma, PipeBarrier, SetCrossFlag, SetFlag, VecOp,
+                           WaitCrossFlag, WaitFlag)
+from tegula.ir.stmt import (BufferStore, Copy, Fill, For, IfThenElse, LetStmt, Reduce, SeqStmt,
+                            Stmt, While)
+from tegula.backends.closure import compile_expr
+from tegula.backends.interp.context import Ctx
+from tegula.backends.npu import semantics
+from tegula.backends.npu.layout import ND
+from tegula.backends.npu.passes.insert_sync import pipe_of
+
+
+@dataclass
+class Instr:
+    """One instruction of one core. ``kind``: "op", "set", "wait", "barrier", "all", "xset",
+    "xwait". ``reads`` / ``writes``: (memory key, byte lo, byte hi, buffer name)."""
+
+    kind: str
+    pipe: str
+    node: Any
+    run: Optional[Callable[[], None]] = None
+    reads: list = field(default_factory=list)
+    writes: list = field(default_factory=list)
+    event: tuple = ()
+    flag: int = 0
+    mode: int = 2
+    issue_clock: Any = None
+
+    def where(self) -> str:
+        sp = getattr(self.node, "span", None)
+        return f"{sp.file}:{sp.line}" if sp is not None else "<unknown line>"
+
+    def what(self) -> str:
+        from tegula.ir.printer import script
+
+        return script(self.node).strip().splitlines()[0] if self.node is not None else self.kind
+
+
+class Memory:
+    """Where a buffer lives for one core: its memory array (bytes) and element view."""
+
+    def __init__(self, core_mem: dict, globals_: dict, offsets: dict, layouts: dict):
+        self.core_mem = core_mem     # scope -> np.uint8 array
+        self.globals = globals_      # buffer -> numpy array (kernel arguments)
+        self.offsets = offsets
+        self.layouts = layouts
+
+    def key(self, buf: Any, core: int) -> tuple:
+        return ("GM", buf.name) if buf.scope == "global" else (core, buf.scope)
+
+    def elems(self, buf: Any) -> np.ndarray:
+        """The buffer's storage as a flat element array (a view of its memory)."""
+        if buf.scope == "global":
+            return self.globals[buf].reshape(-1)
+        lay = self.layouts.get(buf, ND)
+        off = self.offsets[buf]
+        n = lay.numel(tuple(buf.shape)) * buf.dtype.itemsize
+        return self.core_mem[buf.scope][off:off + n].view(buf.dtype.np)
+
+
+class Issuer:
+    """Walks the kernel for one core; see the module docstring."""
+
+    def __init__(self, kernel: Any, ctx: Ctx, machine: Any):
+        self.k = kernel
+        self.ctx = ctx
+        self.m = machine
+        self.layouts = kernel.annotations.get("layouts", {})
+        self.offsets = kernel.annotations.get("offsets", {})
+        self._fns: dict = {}
+
+    def fn(self, e: Any) -> Callable[[list], Any]:
+        f = self._fns.get(id(e))
+        if f is None:
+            f = self._fns[id(e)] = compile_expr(e, self.ctx).fn
+        return f
+
+    def val(self, e: Any, env: list) -> Any:
+        if isinstance(e, int):
+            return e
+        if isinstance(e, Const):
+            return e.value
+        return self.fn(e)(env)
+
+    def issue(self, env: list, core: int, mem: Memory) -> list:
+        self.env, self.core, self.mem = env, core, mem
+        self.kind = "C" if core == 0 else "V"
+        self.out: list = []
+        self.stmt(self.k.body)
+        return self.out
+
+    # -- statements ----------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        env = self.env
+        if isinstance(s, SeqStmt):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, CoreScope):
+            if s.kind == self.kind:
+                self.stmt(s.body)
+        elif isinstance(s, LetStmt):
+            env[self.ctx.slot(s.var)] = self.val(s.value, env)
+        elif isinstance(s, For):
+            slot = self.ctx.slot(s.var)
+            b, n = int(self.val(s.start, env)), int(self.val(s.extent, env))
+            for v in range(b, b + n * s.step, s.step):
+                env[slot] = s.var.dtype.np.type(v)
+                self.stmt(s.body)
+        elif isinstance(s, IfThenElse):
+            if bool(self.val(s.cond, env)):
+                self.stmt(s.then)
+            elif s.else_ is not None:
+                self.stmt(s.else_)
+        elif isinstance(s, While):
+            while bool(self.val(s.cond, env)):
+                self.stmt(s.body)
+        elif isinstance(s, BufferStore) and s.buffer.scope == "local.var":
+            env[self.ctx.slot(s.buffer)][0] = self.val(s.value, env)
+        elif isinstance(s, (SetFlag, WaitFlag)):
+            self.out.append(Instr("set" if isinstance(s, SetFlag) else "wait",
+                                  s.src if isinstance(s, SetFlag) else s.dst, s,
+                                  event=(s.src, s.dst), flag=int(self.val(s.id, env))))
+        elif isinstance(s, PipeBarrier):
+            self.out.append(Instr("barrier", s.pipe, s))
+        elif isinstance(s, BarrierAll):
+            self.out.append(Instr("all", "S", s))
+        elif isinstance(s, SetCrossFlag):
+            self.out.append(Instr("xset", s.pipe, s, flag=int(self.val(s.flag, env)), mode=s.mode))
+        elif isinstance(s, WaitCrossFlag):
+            self.out.append(Instr("xwait", "S", s, flag=int(self.val(s.flag, env))))
+        elif isinstance(s, (Copy, Mma, VecOp, Reduce, Fill)):
+            self.out.append(self.tile_op(s))
+        else:
+            raise UnsupportedError(f"the Ascend emulator cannot run {type(s).__name__}", s.span)
+
+    # -- tile operations -----------------------------------------------------------------------
+    def region(self, r: BufferRegion, node: Any) -> tuple:
+        """(index array of the region's elements in the buffer's storage, valid mask or None,
+        byte range) with starts evaluated now."""
+        buf = r.buffer
+        st = [int(self.val(a, self.env)) for a in r.starts]
+        ex = [int(self.val(e, self.env)) for e in r.extents]
+        shape = tuple(int(d) if isinstance(d, int) else int(self.val(d, self.env)) for d in buf.shape)
+        if buf.scope == "global":
+            strides = np.cumprod((1,) + shape[::-1])[:-1][::-1]
+            grids = np.meshgrid(*[np.arange(s, s + e) for s, e in zip(st, ex)], indexing="ij")
+            valid = np.ones(grids[0].shape, bool) if grids else np.ones((), bool)
+            flat = np.zeros(valid.shape, np.int64)
+            for g, n, stv in zip(grids, shape, strides):
+                valid &= (g >= 0) & (g < n)
+                flat += np.clip(g, 0, n - 1) * stv
+            return flat, None if valid.all() else valid, _bytes(flat, valid, buf)
+        for s0, e0, n in zip(st, ex, shape):
+            if s0 < 0 or s0 + e0 > n:
+                raise OutOfBoundsError(f"region of '{buf.name}' starting at {st} with extents {ex} "
+                                       f"is out of bounds of its shape {shape}", node.span)
+        imap = self.layouts.get(buf, ND).index_map(shape)
+        idx = imap[tuple(slice(s0, s0 + e0) for s0, e0 in zip(st, ex))]
+        base = self.offsets[buf]
+        return idx, None, (base + int(idx.min()) * buf.dtype.itemsize,
+                           base + (int(idx.max()) + 1) * buf.dtype.itemsize)
+
+    def tile_op(self, s: Stmt) -> Instr:
+        pipe = pipe_of(s, self.m)
+        mem, core = self.mem, self.core
+        reads: list = []
+        writes: list = []
+
+        def operand(r: BufferRegion, write: bool) -> Callable:
+            idx, valid, (lo, hi) = self.region(r, s)
+            (writes if write else reads).append((mem.key(r.buffer, core), lo, hi, r.buffer.name))
+            tile = tuple(e for e in idx.shape)
+            buf = r.buffer
+
+            def get() -> np.ndarray:
+                v = mem.elems(buf)[idx]
+                if valid is not None:
+                    v = np.where(valid, v, v.dtype.type(0))
+                return v.reshape(tile)
+
+            def put(x: np.ndarray) -> None:
+                x = np.asarray(x).reshape(idx.shape).astype(buf.dtype.np)
+                if valid is None:
+                    mem.elems(buf)[idx] = x
+                else:
+                    mem.elems(buf)[idx[valid]] = x[valid]
+            return get, put
+
+        if isinstance(s, Copy):
+            get, _ = operand(s.src, False)
+            _, put = operand(s.dst, True)
+            narrow = s.dst.buffer.dtype.is_float and s.dst.buffer.dtype.bits < 32
+
+            def run() -> None:
+                x = get()
+                put(x.astype(np.float32) if narrow and x.dtype != s.dst.buffer.dtype.np else x)
+        elif isinstance(s, Mma):
+            ga, _ = operand(s.A, False)
+            gb, _ = operand(s.B, False)
+            gc, pc = operand(s.C, True)
+            init = s.init if isinstance(s.init, bool) else bool(self.val(s.init, self.env))
+            if not init:
+                reads.append(writes[-1])
+
+            def run() -> None:
+                pc(semantics.mma(ga(), gb(), gc(), s.transpose_A, s.transpose_B, init))
+        elif isinstance(s, VecOp):
+            srcs = [operand(x, False)[0] if isinstance(x, BufferRegion) else self.val(x, self.env)
+                    for x in s.srcs]
+            gd, pd = operand(s.dst, True)
+            if s.op == "axpy":
+                reads.append(writes[-1])
+
+            def run() -> None:
+                pd(semantics.vec(s.op, gd(), [x() if callable(x) else x for x in srcs]))
+        elif isinstance(s, Reduce):
+            gs, _ = operand(s.src, False)
+            gd, pd = operand(s.dst, True)
+            if not s.clear:
+                reads.append(writes[-1])
+            red = {"sum": np.sum, "max": np.max, "min": np.min,
+                   "abssum": lambda x, axis: np.sum(np.abs(x), axis=axis),
+                   "absmax": lambda x, axis: np.max(np.abs(x), axis=axis)}[s.kind]
+            comb = {"sum": np.add, "abssum": np.add, "max": np.maximum, "min": np.minimum,
+                    "absmax": np.maximum}[s.kind]
+
+            def run() -> None:
+                x = gs().astype(np.float32)
+                r = red(x, axis=s.dim)
+                if not s.clear:
+                    r = comb(r, gd().reshape(r.shape).astype(np.float32))
+                pd(r)
+        else:  # Fill
+            gd, pd = operand(s.dst, True)
+            v = self.val(s.value, self.env)
+
+            def run() -> None:
+                pd(np.full(gd().shape, v, np.float32))
+        return Instr("op", pipe, s, run, reads, writes)
+
+
+def _bytes(flat: np.ndarray, valid: np.ndarray, buf: Any) -> tuple:
+    f = flat[valid] if valid is not None and valid.size else flat
+    if f.size == 0:
+        return (0, 0)
+    return (int(f.min()) * buf.dtype.itemsize, (int(f.max()) + 1) * buf.dtype.itemsize)
+
+
+__all__ = ["Instr", "Issuer", "Memory", "Expr"]

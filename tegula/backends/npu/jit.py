@@ -1,0 +1,59 @@
+"""The NPU targets: ``ascend-emu:a2a3|a5`` (run on the emulator) and ``ascend-pto:a2a3|a5``
+(PTO C++ source only, ``get_kernel_source()``). The arch names the machine model (a2a3 when
+left out)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from tegula.errors import UnsupportedError
+from tegula.ir.stmt import PrimFunc
+from tegula.passconfig import PassConfigKey
+from tegula.runtime.args import to_numpy
+from tegula.target import Target, register
+
+
+class NpuEmuArtifact:
+    """A lowered NPU kernel and how to run it on the emulator."""
+
+    def __init__(self, lowered: PrimFunc, machine: Any, seed: int, as_warnings: bool):
+        self.lowered = lowered
+        self.machine = machine
+        self.seed = seed
+        self.as_warnings = as_warnings
+        self.source = lowered.script()
+
+    def run(self, args: Sequence[Any]) -> None:
+        from tegula.backends.npu.emu import execute
+
+        execute(self.lowered, [to_numpy(a) if hasattr(a, "shape") else a for a in args],
+                self.machine, self.seed, self.as_warnings)
+
+
+class NpuSourceArtifact:
+    """Generated device source that this machine cannot build or run."""
+
+    def __init__(self, source: str, target: Target):
+        self.source = source
+        self.target = target
+
+    def run(self, args: Sequence[Any]) -> None:
+        raise UnsupportedError(f"target {self.target} builds source only (get_kernel_source()); "
+                               "run the kernel with target='ascend-emu' or 'cpu'")
+
+
+@register("ascend-emu")
+def build_emu(func: PrimFunc, target: Target, pass_configs: dict) -> NpuEmuArtifact:
+    from tegula.backends.npu.machine import machine
+    from tegula.backends.npu.pipeline import lower
+
+    lowered = lower(func, target, pass_configs)
+    return NpuEmuArtifact(lowered, machine(target.arch), int(pass_configs.get(PassConfigKey.TEGULA_NPU_EMU_SEED, 0)),
+                          bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)))
+
+
+@register("ascend-pto")
+def build_pto(func: PrimFunc, target: Target, pass_configs: dict) -> NpuSourceArtifact:
+    from tegula.backends.npu.pipeline import lower
+    from tegula.backends.npu.pto import emit
+
+    return NpuSourceArtifact(emit(lower(func, target, pass_configs), target), target)

@@ -1,0 +1,436 @@
+"""InsertSync: the flags and barriers that order the pipes of each core
+(``pass_configs={"tl.ascend_auto_sync": True}``).
+
+Every tile operation runs on one pipe (``pipe_of``). Two operations of one core that touch the
+same buffer, one of them writing, need the earlier to finish before the later starts:
+
+- on different pipes: ``set_flag(src, dst, id)`` right after the statement holding the earlier
+  one and ``wait_flag(src, dst, id)`` right before the statement holding the later one, both in
+  the innermost statement list holding the two (so a set outside a loop never meets a wait
+  inside it); ids 0-7 per HardEvent, reused once a wait has consumed them, never those the kernel
+  uses by hand; when all 8 are live, the set moves down to its wait;
+- on one pipe: nothing for S, V and M (in order); ``pipe_barrier`` for MTE1/2/3 and FIX;
+- across iterations of a loop (the write of iteration k+1 after the read of iteration k): the set
+  goes after the earlier statement and the wait before the later one inside the body, pre-armed
+  by a set before the loop and drained by a wait after it.
+
+Orderings the kernel already has (hand-written flags, barriers, ``barrier_all``, flags inserted
+earlier, chains through a third pipe) are not duplicated. Cross-core order is the kernel's
+(``set_cross_flag`` / ``wait_cross_flag``). ``T.Scope`` bodies of one core kind share state.
+
+Before::
+
+    with T.Scope("V"):
+        T.copy(A[cid * 64, 0], a_ub)          # MTE2
+        T.tile.exp(b_ub, a_ub)                # V
+        T.copy(b_ub, B[cid * 64, 0])          # MTE3
+
+After::
+
+    with T.Scope("V"):
+        T.copy(A[cid * 64, 0], a_ub)
+        T.set_flag("mte2", "v", 0)  # inserted
+        T.wait_flag("mte2", "v", 0)  # inserted
+        T.tile.exp(b_ub, a_ub)
+        T.set_flag("v", "mte3", 0)  # inserted
+        T.wait_flag("v", "mte3", 0)  # inserted
+        T.copy(b_ub, B[cid * 64, 0])
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Const, Expr
+from tegula.ir.npu import (BARRIER_PIPES, FLAG_IDS, BarrierAll, CoreScope, Mma, NpuKernel,
+                           PipeBarrier, SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
+from tegula.ir.expr import const
+from tegula.ir.stmt import (Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce, SeqStmt, Stmt, TileOp,
+                            While, seq)
+from tegula.ir.visitor import Mutator, post_order_visit
+
+INF = float("inf")
+
+
+def pipe_of(s: Stmt, m: Any) -> str:
+    """The pipe that runs tile operation ``s`` on machine ``m``."""
+    if isinstance(s, Copy):
+        p = m.path(s.src.buffer.scope, s.dst.buffer.scope)
+        return p.pipe if p is not None else "MTE2"
+    if isinstance(s, Mma):
+        return "M"
+    return "V"
+
+
+def accesses(s: Stmt) -> list:
+    """(buffer, writes) pairs of tile operation ``s``."""
+    return [(r.buffer, w) for r, w in region_accesses(s)]
+
+
+def region_accesses(s: Stmt) -> list:
+    """(region, writes) pairs of tile operation ``s``."""
+    return _raw_accesses(s)
+
+
+def _raw_accesses(s: Stmt) -> list:
+    if isinstance(s, Copy):
+        return [(s.src, False), (s.dst, True)]
+    if isinstance(s, Mma):
+        out = [(s.A, False), (s.B, False), (s.C, True)]
+        return out if s.init is True else out + [(s.C, False)]
+    if isinstance(s, VecOp):
+        out = [(x, False) for x in s.srcs if hasattr(x, "buffer")] + [(s.dst, True)]
+        return out + [(s.dst, False)] if s.op == "axpy" else out
+    if isinstance(s, Reduce):
+        return [(s.src, False), (s.dst, True)] + ([] if s.clear else [(s.dst, False)])
+    if isinstance(s, Fill):
+        return [(s.dst, True)]
+    return []
+
+
+def disjoint_across_iterations(a: Any, b: Any, var: Any, step: int, lets: dict) -> bool:
+    """True when region ``a`` of one iteration of the loop over ``var`` and region ``b`` of the
+    next never overlap: some dimension's start moves by at least the extent (affine starts;
+    ``lets`` gives the values of let-bound variables)."""
+    from tegula.arith.simplify import simplify
+    from tegula.ir.visitor import substitute
+
+    if a is None or b is None or len(a.ranges) != len(b.ranges):
+        return False
+
+    def inline(e: Any) -> Any:
+        for _ in range(8):
+            e2 = substitute(e, lets)
+            if e2 is e:
+                break
+            e = e2
+        return e
+    for (sa, ea), (sb, eb) in zip(a.ranges, b.ranges):
+        if not (isinstance(ea, int) and isinstance(eb, int)):
+            continue
+        d = simplify(substitute(inline(sb), {var: var + step}) - inline(sa))
+        if isinstance(d, Const) and (d.value >= ea or -d.value >= eb):
+            return True
+    return False
+
+
+@dataclass
+class Access:
+    pipe: str
+    write: bool
+    seq: int
+    path: tuple      # ((list id, index), ...) from the core scope down to the operation
+    region: Any = None
+
+
+@dataclass
+class Frame:
+    """One statement list being rebuilt: syncs to put before / after each of its statements."""
+
+    id: int
+    start_seq: list                  # seq at the start of each statement
+    end_seq: list                    # seq at the end of each statement
+    before: dict = field(default_factory=dict)
+    after: dict = field(default_factory=dict)
+
+
+@dataclass
+class CoreState:
+    acc: dict = field(default_factory=dict)      # buffer -> [Access]
+    order: dict = field(default_factory=dict)    # (p, q) -> last seq on p ordered before q
+    all_before: int = -1                         # barrier_all: everything up to here is ordered
+    last_set: dict = field(default_factory=dict)  # hand-written sets: (p, q) -> seq
+
+
+class _Sync:
+    def __init__(self, m: Any, reserved: dict):
+        self.m = m
+        self.seq = 0
+        self.frames: list[Frame] = []
+        self.path: list = []                     # [(frame, index)]
+        self.states: dict = {}
+        self.kind: Optional[str] = None
+        self.live: dict = {}                     # (p, q) -> [(id, lo, hi)]
+        self.reserved = reserved                 # (p, q) -> ids the kernel uses by hand
+        self.next_frame = 0
+        self.scope_depth = 0                     # len(self.path) inside the current T.Scope
+        self.lets: dict = {}                     # let-bound var -> value
+
+    # -- ordering facts ----------------------------------------------------------------------
+    def ordered(self, st: CoreState, a: Access, q: str) -> bool:
+        if a.seq <= st.all_before:
+            return True
+        if a.pipe == q and q not in BARRIER_PIPES:
+            return True
+        return a.seq <= st.order.get((a.pipe, q), -1)
+
+    def add_order(self, st: CoreState, p: str, q: str, upto: int) -> None:
+        st.order[(p, q)] = max(st.order.get((p, q), -1), upto)
+        for (r, p2), v in list(st.order.items()):  # r -> p -> q: r is ordered before q too
+            if p2 == p and r != p:
+                st.order[(r, q)] = max(st.order.get((r, q), -1), min(v, upto))
+
+    # -- ids -----------------------------------------------------------------------------------
+    def take_id(self, ev: tuple, lo: float, hi: float) -> Optional[int]:
+        live = self.live.setdefault(ev, [])
+        for i in range(FLAG_IDS):
+            if i in self.reserved.get(ev, ()):
+                continue
+            if all(not (lo < h and l < hi) for j, l, h in live if j == i):
+                live.append((i, lo, hi))
+                return i
+        return None
+
+    # -- walking -------------------------------------------------------------------------------
+    def op(self, s: Stmt) -> None:
+        st = self.states.setdefault(self.kind, CoreState())
+        q = pipe_of(s, self.m)
+        here = tuple((f.id, i) for f, i in self.path)
+        for buf, write in accesses(s):
+            # other pipes first: their flags may order the same-pipe accesses too
+            for a in sorted(st.acc.get(buf, ()), key=lambda a: a.pipe == q):
+                if (a.write or write) and not self.ordered(st, a, q):
+                    self.sync(st, a, q, here)
+        self.seq += 1
+        for r, write in region_accesses(s):
+            buf = r.buffer
+            st.acc.setdefault(buf, []).append(Access(q, write, self.seq, here, r))
+            if write:  # later accesses conflict with this write first; older ones are covered
+                st.acc[buf] = [a for a in st.acc[buf] if not (a.seq < self.seq and
+                                                             self.ordered(st, a, q))]
+
+    def sync(self, st: CoreState, a: Access, q: str, here: tuple) -> None:
+        """Order access ``a`` before the operation at ``here`` on pipe ``q``."""
+        d = 0
+        while d < min(len(a.path), len(here)) - 1 and a.path[d] == here[d]:
+            d += 1
+        frame = next(f for f, _ in self.path if f.id == here[d][0])
+        qi = here[d][1]
+        if a.pipe == q:
+            bar: Stmt = PipeBarrier(q, auto=True)
+            frame.before.setdefault(qi, []).append(CoreScope(self.kind, bar) if d < self.scope_depth
+                                                   else bar)
+            self.add_order(st, q, q, self.seq)
+            return
+        same_list = d < len(a.path) and a.path[d][0] == here[d][0] and a.path[d][1] < qi
+        pi = a.path[d][1] if same_list else None
+        lo = frame.end_seq[pi] if pi is not None else self.seq
+        ev = (a.pipe, q)
+        fid = self.take_id(ev, lo, self.seq + 0.5)
+        if fid is None:  # every id is live: set right before the wait instead
+            pi, lo = None, self.seq
+            fid = self.take_id(ev, lo, self.seq + 0.5)
+            assert fid is not None
+        setf: Stmt = SetFlag(a.pipe, q, const(fid), auto=True)
+        waitf: Stmt = WaitFlag(a.pipe, q, const(fid), auto=True)
+        if d < self.scope_depth:  # placed outside the operations' T.Scope: give it one
+            setf, waitf = CoreScope(self.kind, setf), CoreScope(self.kind, waitf)
+        if pi is not None:
+            frame.after.setdefault(pi, []).append(setf)
+        else:
+            frame.before.setdefault(qi, []).append(setf)
+        frame.before.setdefault(qi, []).append(waitf)
+        self.add_order(st, a.pipe, q, lo)
+
+    def hand(self, s: Stmt) -> None:
+        st = self.states.setdefault(self.kind, CoreState())
+        if isinstance(s, SetFlag):
+            st.last_set[(s.src, s.dst)] = self.seq
+        elif isinstance(s, WaitFlag):
+            if (s.src, s.dst) in st.last_set:
+                self.add_order(st, s.src, s.dst, st.last_set[(s.src, s.dst)])
+        elif isinstance(s, PipeBarrier):
+            self.add_order(st, s.pipe, s.pipe, self.seq)
+        elif isinstance(s, (BarrierAll, WaitCrossFlag)):
+            st.all_before = self.seq
+
+    def stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, SeqStmt):
+            return self.block(list(s.stmts))
+        if isinstance(s, CoreScope):
+            old, self.kind = self.kind, s.kind
+            old_depth, self.scope_depth = self.scope_depth, len(self.path) + 1
+            body = self.block([s.body])
+            self.kind, self.scope_depth = old, old_depth
+            return dataclasses.replace(s, body=body)
+        if isinstance(s, For):
+            return self.loop(s)
+        if isinstance(s, While):
+            return dataclasses.replace(s, body=self.block([s.body]))
+        if isinstance(s, IfThenElse):
+            return self.branch(s)
+        if isinstance(s, LetStmt):
+            self.lets[s.var] = s.value
+        if isinstance(s, TileOp) and self.kind is not None:
+            self.op(s)
+        elif isinstance(s, (SetFlag, WaitFlag, PipeBarrier, BarrierAll, WaitCrossFlag)):
+            self.hand(s)
+        return s
+
+    def block(self, stmts: list) -> Stmt:
+        f = Frame(self.next_frame, [0] * len(stmts), [0] * len(stmts))
+        self.next_frame += 1
+        self.frames.append(f)
+        out = []
+        for i, s in enumerate(stmts):
+            self.path.append((f, i))
+            f.start_seq[i] = self.seq
+            out.append(self.stmt(s))
+            f.end_seq[i] = self.seq
+            self.path.pop()
+        self.frames.pop()
+        res: list = []
+        for i, s in enumerate(out):
+            res += f.before.get(i, []) + [s] + f.after.get(i, [])
+        return seq(res) if res else seq()
+
+    def branch(self, s: IfThenElse) -> Stmt:
+        """Both branches are walked in turn; a barrier_all before and after keeps the state of
+        either branch from leaking into the code around (what the A2/A3 adapter does too)."""
+        if not _has_ops(s):
+            return s
+        self.fence()
+        then = self.block([s.then])
+        self.fence()
+        els = self.block([s.else_]) if s.else_ is not None else None
+        self.fence()
+        return seq(BarrierAll(auto=True), IfThenElse(s.cond, then, els, span=s.span),
+                   BarrierAll(auto=True))
+
+    def fence(self) -> None:
+        for st in self.states.values():
+            st.all_before = self.seq
+
+    def loop(self, s: For) -> Stmt:
+        if not _has_ops(s):
+            return s
+        start = self.seq
+        body = self.block([s.body])
+        # the second iteration: accesses of this one against those of the previous one
+        carried: list = []
+        saved = {k: (dict(st.order), st.all_before) for k, st in self.states.items()}
+
+        def visit(n: Any) -> None:
+            if isinstance(n, CoreScope):
+                self.kind = n.kind
+            elif isinstance(n, (SetFlag, WaitFlag, PipeBarrier, BarrierAll, WaitCrossFlag)):
+                if self.kind is not None:
+                    self.hand(n)
+            elif isinstance(n, TileOp) and self.kind is not None:
+                st = self.states.setdefault(self.kind, CoreState())
+                q = pipe_of(n, self.m)
+                for r, write in region_accesses(n):
+                    for a in sorted(st.acc.get(r.buffer, ()), key=lambda a: a.pipe == q):
+                        if a.seq > start and (a.write or write) and not self.ordered(st, a, q) \
+                                and not disjoint_across_iterations(a.region, r, s.var, s.step, self.lets):
+                            carried.append((self.kind, a.pipe, q))
+                            self.add_order(st, a.pipe, q, INF)
+        outer_kind = self.kind
+        _walk_ops(body, visit)
+        self.kind = outer_kind
+        for k, (order, allb) in saved.items():
+            self.states[k].order, self.states[k].all_before = order, allb
+        if not carried:
+            return dataclasses.replace(s, body=body)
+        pre: list = []
+        post: list = []
+        new_body = body
+        for kind in dict.fromkeys(k for k, _, _ in carried):
+            barriers = sorted({q for k, p, q in carried if k == kind and p == q})
+            events = list(dict.fromkeys((p, q) for k, p, q in carried if k == kind and p != q))
+            flags = []
+            spilled = False
+            for p, q in events:
+                fid = self.take_id((p, q), start - 0.5, INF)
+                if fid is None:  # no id left for a ring flag: drain every pipe each iteration
+                    spilled = True
+                else:
+                    flags.append((p, q, fid))
+            head = [PipeBarrier(b, auto=True) for b in barriers] + \
+                [WaitFlag(p, q, const(i), auto=True) for p, q, i in flags] + \
+                ([BarrierAll(auto=True)] if spilled else [])
+            tail = [SetFlag(p, q, const(i), auto=True) for p, q, i in flags]
+            new_body = _in_scope(new_body, head, tail, kind)
+            pre.append(_scoped([SetFlag(p, q, const(i), auto=True) for p, q, i in flags], kind,
+                               outer_kind))
+            post.append(_scoped([WaitFlag(p, q, const(i), auto=True) for p, q, i in flags], kind,
+                                outer_kind))
+            st = self.states[kind]
+            for p, q, _ in flags:
+                self.add_order(st, p, q, self.seq)
+        return seq(pre, dataclasses.replace(s, body=new_body), post)
+
+
+def _scoped(stmts: list, kind: str, outer: Optional[str]) -> Stmt:
+    if not stmts:
+        return seq()
+    return seq(stmts) if outer is not None else CoreScope(kind, seq(stmts))
+
+
+def _in_scope(body: Stmt, head: list, tail: list, kind: str) -> Stmt:
+    """``head + body + tail``, the syncs inside the body's own core scope when it has one."""
+    if isinstance(body, CoreScope) and body.kind == kind:
+        return dataclasses.replace(body, body=seq(head, body.body, tail))
+    if _has_scope_kind(body):
+        return seq(CoreScope(kind, seq(head)) if head else seq(), body,
+                   CoreScope(kind, seq(tail)) if tail else seq())
+    return seq(head, body, tail)
+
+
+def _has_scope_kind(s: Stmt) -> bool:
+    found = []
+    post_order_visit(s, lambda n: found.append(1) if isinstance(n, CoreScope) else None)
+    return bool(found)
+
+
+def _walk_ops(s: Any, visit: Any) -> None:
+    """Visit CoreScopes and tile ops in program order (pre-order)."""
+    if isinstance(s, CoreScope):
+        visit(s)
+        _walk_ops(s.body, visit)
+    elif isinstance(s, SeqStmt):
+        for x in s.stmts:
+            _walk_ops(x, visit)
+    elif isinstance(s, (For, While)):
+        _walk_ops(s.body, visit)
+    elif isinstance(s, IfThenElse):
+        _walk_ops(s.then, visit)
+        if s.else_ is not None:
+            _walk_ops(s.else_, visit)
+    elif isinstance(s, (TileOp, SetFlag, WaitFlag, PipeBarrier, BarrierAll, WaitCrossFlag)):
+        visit(s)
+
+
+def _has_ops(s: Stmt) -> bool:
+    found = []
+    post_order_visit(s, lambda n: found.append(1) if isinstance(n, TileOp) else None)
+    return bool(found)
+
+
+def _reserved(k: NpuKernel) -> dict:
+    out: dict = {}
+
+    def visit(n: Any) -> None:
+        if isinstance(n, (SetFlag, WaitFlag)) and not n.auto and isinstance(n.id, Const):
+            out.setdefault((n.src, n.dst), set()).add(int(n.id.value))
+        elif isinstance(n, (SetFlag, WaitFlag)) and not n.auto:
+            out.setdefault((n.src, n.dst), set()).update(range(FLAG_IDS))
+    post_order_visit(k.body, visit)
+    return out
+
+
+def insert_sync_kernel(k: NpuKernel, m: Any) -> NpuKernel:
+    return dataclasses.replace(k, body=_Sync(m, _reserved(k)).block([k.body]))
+
+
+def insert_sync(func: PrimFunc, m: Any) -> PrimFunc:
+    """InsertSync over every NPU kernel of ``func`` for machine ``m``."""
+    class _Kernels(Mutator):
+        def visit_NpuKernel(self, k: NpuKernel) -> Stmt:
+            return insert_sync_kernel(k, m)
+    return func.with_body(_Kernels().visit(func.body))
+
+
+__all__ = ["insert_sync", "pipe_of", "accesses", "Buffer", "Expr", "VecOp", "SetCrossFlag"]

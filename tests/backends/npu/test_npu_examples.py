@@ -1,0 +1,20 @@
+"""The Ascend examples on the interpreter and the emulator of both machines, against float64."""
+import pytest
+
+TARGETS = ["cpu", "ascend-emu:a2a3", "ascend-emu:a5"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("hand_sync", [True, False])
+def test_elementwise_add(ascend_example, target, hand_sync):
+    assert ascend_example("elementwise_add").main(target=target, hand_sync=hand_sync) < 4e-3
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gemm(ascend_example, target):
+    assert ascend_example("gemm").main(M=128, N=64, K=96, target=target) < 2e-3
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_softmax(ascend_example, target):
+    assert ascend_example("softmax").main(M=32, N=64, target=target) < 2e-3

@@ -1,0 +1,192 @@
+"""InsertSync and the emulator's checks: inserted flags pair up and suffice, and deleting any
+single one of them (or a hand-written one) is caught."""
+import numpy as np
+import pytest
+
+import tegula
+import tegula.language as T
+from tegula.errors import RaceError, SyncError
+from tegula.ir.npu import PipeBarrier, SetFlag, SYNC_NODES, WaitFlag
+from tegula.ir.stmt import seq
+from tegula.ir.visitor import Mutator, post_order_visit
+from tegula.target import Target
+from tegula.backends.npu.emu import execute
+from tegula.backends.npu.machine import machine
+from tegula.backends.npu.pipeline import lower
+
+AUTO = {"tl.ascend_auto_sync": True}
+
+
+def _sync_nodes(func, auto_only):
+    found = []
+    post_order_visit(func.body, lambda n: found.append(n) if isinstance(n, SYNC_NODES)
+                     and (n.auto or not auto_only) else None)
+    return found
+
+
+class _Drop(Mutator):
+    def __init__(self, victim):
+        super().__init__()
+        self.victim = victim
+
+    def visit(self, node):
+        if node is self.victim:
+            return seq()
+        return super().visit(node)
+
+
+def _gemm_args(rng, M, N, K):
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    return a, b, np.full((M, N), np.nan, np.float16)
+
+
+def _run(lowered, args, arch="a2a3", seed=0):
+    execute(lowered, args, machine(arch), seed=seed)
+
+
+@pytest.mark.parametrize("arch", ["a2a3", "a5"])
+def test_inserted_flags_pair_up_and_stay_in_range(ascend_example, arch):
+    f = ascend_example("gemm").gemm(128, 64, 96)
+    low = lower(f, Target("ascend-emu", arch), AUTO)
+    nodes = _sync_nodes(low, auto_only=True)
+    sets = sorted((n.src, n.dst, int(n.id.value)) for n in nodes if isinstance(n, SetFlag))
+    waits = sorted((n.src, n.dst, int(n.id.value)) for n in nodes if isinstance(n, WaitFlag))
+    assert sets and sets == waits
+    assert all(0 <= i < 8 for _, _, i in sets)
+    # the cube pipeline: MTE2 -> MTE1 -> M -> FIX, and the loop-carried reverse edges
+    events = {(s, d) for s, d, _ in sets}
+    assert {("MTE2", "MTE1"), ("MTE1", "M"), ("M", "FIX"), ("MTE1", "MTE2"), ("M", "MTE1")} <= events
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_inserted_sync_is_race_free_under_several_orders(ascend_example, seed):
+    rng = np.random.default_rng()
+    f = ascend_example("gemm").gemm(128, 128, 128)
+    low = lower(f, Target("ascend-emu", "a2a3"), AUTO)
+    a, b, c = _gemm_args(rng, 128, 128, 128)
+    _run(low, [a, b, c], seed=seed)
+    np.testing.assert_allclose(c.astype(np.float64), a.astype(np.float64) @ b, rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize("example", ["gemm", "elementwise_add", "softmax"])
+def test_deleting_any_inserted_flag_or_barrier_is_caught(ascend_example, example):
+    """The mutation test: every inserted sync node is needed, and the emulator says so."""
+    rng = np.random.default_rng()
+    ex = ascend_example(example)
+    if example == "gemm":
+        f, shapes = ex.gemm(64, 64, 64), None
+        make = lambda: list(_gemm_args(rng, 64, 64, 64))  # noqa: E731
+    elif example == "elementwise_add":
+        f = ex.elementwise_add(64, 128, hand_sync=False)
+        make = lambda: [rng.standard_normal((64, 128)).astype(np.float16) for _ in range(3)]  # noqa: E731
+    else:
+        f = ex.softmax(16, 64)
+        make = lambda: [rng.standard_normal((16, 64)).astype(np.float16) for _ in range(2)]  # noqa: E731
+    low = lower(f, Target("ascend-emu", "a2a3"), AUTO)
+    nodes = _sync_nodes(low, auto_only=True)
+    assert nodes
+    _run(low, make())  # intact: no report
+    for victim in nodes:
+        mutant = low.with_body(_Drop(victim).visit(low.body))
+        with pytest.raises((RaceError, SyncError)) as e:
+            _run(mutant, make())
+        msg = str(e.value)
+        assert "race" in msg or "deadlock" in msg or "flag misuse" in msg, (victim, msg)
+
+
+def test_deleting_a_hand_written_flag_is_caught(ascend_example):
+    rng = np.random.default_rng()
+    f = ascend_example("elementwise_add").elementwise_add(64, 128)
+    low = lower(f, Target("ascend-emu", "a2a3"), {})
+    nodes = _sync_nodes(low, auto_only=False)
+    assert len(nodes) >= 10
+    for victim in nodes:
+        mutant = low.with_body(_Drop(victim).visit(low.body))
+        with pytest.raises((RaceError, SyncError)):
+            _run(mutant, [rng.standard_normal((64, 128)).astype(np.float16) for _ in range(3)])
+
+
+def test_hand_written_flags_are_kept_not_duplicated(ascend_example):
+    f = ascend_example("elementwise_add").elementwise_add(64, 128)
+    hand = _sync_nodes(lower(f, Target("ascend-emu", "a2a3"), {}), auto_only=False)
+    both = lower(f, Target("ascend-emu", "a2a3"), AUTO)
+    assert len([n for n in _sync_nodes(both, auto_only=False) if not n.auto]) == len(hand)
+    assert not [n for n in _sync_nodes(both, auto_only=True) if isinstance(n, (SetFlag, WaitFlag))]
+
+
+def test_race_report_names_buffer_bytes_pipes_and_lines():
+    @T.prim_func
+    def k(A: T.Tensor((16, 32), "float16"), B: T.Tensor((16, 32), "float16")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((8, 32), "float16")
+            with T.Scope("V"):
+                T.copy(A[vid * 8, 0], x)
+                T.tile.exp(x, x)
+                T.copy(x, B[vid * 8, 0])
+    kern = tegula.compile(k, target="ascend-emu")
+    a = np.random.default_rng().standard_normal((16, 32)).astype(np.float16)
+    with pytest.raises(RaceError) as e:
+        kern(a, np.zeros_like(a))
+    msg = str(e.value)
+    assert "UB buffer 'x' bytes [0, 512)" in msg
+    assert "MTE2 writes at" in msg and "V reads at" in msg and "test_npu_sync.py:" in msg
+    # with the flags inserted the same kernel is right
+    b = np.zeros_like(a)
+    tegula.compile(k, target="ascend-emu", pass_configs=AUTO)(a, b)
+    np.testing.assert_allclose(b.astype(np.float64), np.exp(a.astype(np.float64)), rtol=2e-3)
+
+
+def _cross_core(with_wait=True, with_set=True):
+    """AIC: C = A @ B into a GM workspace, then a cross-core flag; AIVs: relu of their half."""
+    @T.prim_func
+    def k(A: T.Tensor((32, 32), "float16"), B: T.Tensor((32, 32), "float16"),
+          W: T.Tensor((32, 32), "float16"), C: T.Tensor((32, 32), "float16")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a_l1 = T.alloc_L1((32, 32), "float16")
+            b_l1 = T.alloc_L1((32, 32), "float16")
+            c_l0 = T.alloc_L0C((32, 32), "float32")
+            x = T.alloc_ub((16, 32), "float16")
+            with T.Scope("C"):
+                T.copy(A, a_l1)
+                T.copy(B, b_l1)
+                T.gemm_v0(a_l1, b_l1, c_l0, init=True)
+                T.copy(c_l0, W)
+                if with_set:
+                    T.set_cross_flag("fix", 0)
+            with T.Scope("V"):
+                if with_wait:
+                    T.wait_cross_flag(0)
+                T.copy(W[vid * 16, 0], x)
+                T.tile.relu(x, x)
+                T.copy(x, C[vid * 16, 0])
+    return k
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend-emu:a2a3", "ascend-emu:a5"])
+def test_cross_core_hand_off(target):
+    rng = np.random.default_rng()
+    a = rng.standard_normal((32, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 32)).astype(np.float16)
+    w, c = np.zeros_like(a), np.full_like(a, np.nan)
+    tegula.compile(_cross_core(), target=target, pass_configs=AUTO)(a, b, w, c)
+    ref = np.maximum(a.astype(np.float64) @ b, 0)
+    np.testing.assert_allclose(c.astype(np.float64), ref, rtol=2e-3, atol=2e-2)
+
+
+def test_missing_cross_core_wait_is_a_race_between_cores():
+    rng = np.random.default_rng()
+    a, b = (rng.standard_normal((32, 32)).astype(np.float16) for _ in range(2))
+    with pytest.raises(RaceError) as e:
+        tegula.compile(_cross_core(with_wait=False), target="ascend-emu", pass_configs=AUTO)(
+            a, b, np.zeros_like(a), np.zeros_like(a))
+    msg = str(e.value)
+    assert "GM buffer 'W'" in msg and "AIC FIX writes" in msg and "MTE2 reads" in msg
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend-emu"])
+def test_missing_cross_core_set_is_a_deadlock(target):
+    a = np.random.default_rng().standard_normal((32, 32)).astype(np.float16)
+    with pytest.raises(SyncError, match="deadlock.*cross-core flag 0.*test_npu_sync.py"):
+        tegula.compile(_cross_core(with_set=False), target=target, pass_configs=AUTO)(
+            a, a, np.zeros_like(a), np.zeros_like(a))
