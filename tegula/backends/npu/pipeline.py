@@ -19,6 +19,7 @@ def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[Prim
     from tegula.backends.npu.passes.infer_fractal_layout import infer_fractal_layout
     from tegula.backends.npu.passes.insert_sync import insert_sync
     from tegula.backends.npu.passes.lower_gemm_v0 import lower_gemm_v0
+    from tegula.backends.npu.passes.multi_buffer import multi_buffer
     from tegula.backends.npu.passes.plan_memory import plan_npu_memory
 
     m = machine(target.arch)
@@ -29,6 +30,8 @@ def passes(target: Target, pass_configs: dict) -> list[tuple[str, Callable[[Prim
         ("CheckNpuOps", lambda f: check_npu_ops(f, m)),
         # gemm_v0 on L1 operands: MTE1 moves into L0A / L0B, then the cube's mma
         ("LowerGemmV0", lower_gemm_v0),
+        # T.Pipelined(num_stages=S): S versions of the tiles its copies from GM fill
+        ("MultiBuffer", multi_buffer),
         # NZ / ZZ / ZN fractal layouts of cube buffers, padded to whole fractals
         ("InferFractalLayout", infer_fractal_layout),
         # byte offsets, alignment, capacity (an error naming every buffer otherwise)

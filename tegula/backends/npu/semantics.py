@@ -48,8 +48,9 @@ BINARY: dict[str, Callable[[Any, Any], Any]] = {
 def _operand(x: Any, shape: tuple) -> Any:
     if isinstance(x, np.ndarray):
         v = x.astype(F32) if x.dtype.kind == "f" and x.dtype.itemsize < 4 else x
-        if v.size == shape[0] and len(shape) == 2 and v.size != int(np.prod(shape)):
-            return v.reshape(shape[0], 1)
+        rows = int(np.prod(shape[:-1]))
+        if len(shape) >= 2 and v.size == rows and v.size != int(np.prod(shape)):
+            return v.reshape(tuple(shape[:-1]) + (1,))
         return v.reshape(shape)
     return np.float32(x) if isinstance(x, float) else x
 

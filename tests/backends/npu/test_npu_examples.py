@@ -11,8 +11,9 @@ def test_elementwise_add(ascend_example, target, hand_sync):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_gemm(ascend_example, target):
-    assert ascend_example("gemm").main(M=128, N=64, K=96, target=target) < 2e-3
+@pytest.mark.parametrize("num_stages", [1, 2, 3])
+def test_gemm(ascend_example, target, num_stages):
+    assert ascend_example("gemm").main(M=128, N=64, K=96, target=target, num_stages=num_stages) < 2e-3
 
 
 @pytest.mark.parametrize("target", TARGETS)

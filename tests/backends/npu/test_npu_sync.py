@@ -69,14 +69,14 @@ def test_inserted_sync_is_race_free_under_several_orders(ascend_example, seed):
     np.testing.assert_allclose(c.astype(np.float64), a.astype(np.float64) @ b, rtol=2e-3, atol=2e-2)
 
 
-@pytest.mark.parametrize("example", ["gemm", "elementwise_add", "softmax"])
+@pytest.mark.parametrize("example", ["gemm", "gemm_pipelined", "elementwise_add", "softmax"])
 def test_deleting_any_inserted_flag_or_barrier_is_caught(ascend_example, example):
     """The mutation test: every inserted sync node is needed, and the emulator says so."""
     rng = np.random.default_rng()
-    ex = ascend_example(example)
-    if example == "gemm":
-        f, shapes = ex.gemm(64, 64, 64), None
-        make = lambda: list(_gemm_args(rng, 64, 64, 64))  # noqa: E731
+    ex = ascend_example(example.replace("_pipelined", ""))
+    if example.startswith("gemm"):
+        f = ex.gemm(64, 64, 128, num_stages=2 if example == "gemm_pipelined" else 1)
+        make = lambda: list(_gemm_args(rng, 64, 64, 128))  # noqa: E731
     elif example == "elementwise_add":
         f = ex.elementwise_add(64, 128, hand_sync=False)
         make = lambda: [rng.standard_normal((64, 128)).astype(np.float16) for _ in range(3)]  # noqa: E731
@@ -190,3 +190,21 @@ def test_missing_cross_core_set_is_a_deadlock(target):
     with pytest.raises(SyncError, match="deadlock.*cross-core flag 0.*test_npu_sync.py"):
         tegula.compile(_cross_core(with_set=False), target=target, pass_configs=AUTO)(
             a, a, np.zeros_like(a), np.zeros_like(a))
+
+
+def test_pipelined_loop_gets_ring_flags_one_per_version(ascend_example):
+    from tegula.ir.stmt import For
+
+    f = ascend_example("gemm").gemm(64, 64, 128, num_stages=3)
+    low = lower(f, Target("ascend-emu", "a2a3"), AUTO)
+    loops = []
+    post_order_visit(low.body, lambda n: loops.append(n) if isinstance(n, For) else None)
+    (loop,) = [x for x in loops if x.kind == "pipelined"]
+    assert loop.annotations["versions"] == {"A_L1": 3, "B_L1": 3}
+    nodes = _sync_nodes(low, auto_only=True)
+    pre = sorted(int(n.id.value) for n in nodes if isinstance(n, SetFlag) and n.src == "MTE1"
+                 and n.dst == "MTE2" and hasattr(n.id, "value"))
+    assert pre == [0, 1, 2]  # pre-armed, one per version; drained the same way
+    ring = [n for n in nodes if isinstance(n, WaitFlag) and (n.src, n.dst) == ("MTE1", "MTE2")
+            and not hasattr(n.id, "value")]
+    assert len(ring) == 1 and "k % 3" in str(ring[0].id)

@@ -50,6 +50,7 @@ from tegula.ir.expr import const
 from tegula.ir.stmt import (Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce, SeqStmt, Stmt, TileOp,
                             While, seq)
 from tegula.ir.visitor import Mutator, post_order_visit
+from tegula.backends.npu.passes.multi_buffer import VERSIONS
 
 INF = float("inf")
 
@@ -307,6 +308,7 @@ class _Sync:
         if not _has_ops(s):
             return s
         start = self.seq
+        versions = s.annotations.get(VERSIONS, {})
         body = self.block([s.body])
         # the second iteration: accesses of this one against those of the previous one
         carried: list = []
@@ -322,11 +324,13 @@ class _Sync:
                 st = self.states.setdefault(self.kind, CoreState())
                 q = pipe_of(n, self.m)
                 for r, write in region_accesses(n):
+                    ring = versions.get(r.buffer.name, 1)
                     for a in sorted(st.acc.get(r.buffer, ()), key=lambda a: a.pipe == q):
                         if a.seq > start and (a.write or write) and not self.ordered(st, a, q) \
                                 and not disjoint_across_iterations(a.region, r, s.var, s.step, self.lets):
-                            carried.append((self.kind, a.pipe, q))
-                            self.add_order(st, a.pipe, q, INF)
+                            carried.append((self.kind, a.pipe, q, ring))
+                            if ring == 1:
+                                self.add_order(st, a.pipe, q, INF)
         outer_kind = self.kind
         _walk_ops(body, visit)
         self.kind = outer_kind
@@ -337,28 +341,30 @@ class _Sync:
         pre: list = []
         post: list = []
         new_body = body
-        for kind in dict.fromkeys(k for k, _, _ in carried):
-            barriers = sorted({q for k, p, q in carried if k == kind and p == q})
-            events = list(dict.fromkeys((p, q) for k, p, q in carried if k == kind and p != q))
-            flags = []
+        for kind in dict.fromkeys(c[0] for c in carried):
+            barriers = sorted({q for k, p, q, ring in carried if k == kind and p == q and ring == 1})
+            events = list(dict.fromkeys((p, q, ring) for k, p, q, ring in carried
+                                        if k == kind and p != q))
+            flags = []   # (p, q, id expression in the loop, ids to pre-arm and drain)
             spilled = False
-            for p, q in events:
-                fid = self.take_id((p, q), start - 0.5, INF)
-                if fid is None:  # no id left for a ring flag: drain every pipe each iteration
-                    spilled = True
-                else:
-                    flags.append((p, q, fid))
+            for p, q, ring in events:
+                ids = [self.take_id((p, q), start - 0.5, INF) for _ in range(ring)]
+                if None in ids or ids != list(range(ids[0], ids[0] + ring)):
+                    spilled = True  # no ids left for a ring: drain every pipe each iteration
+                    continue
+                fid = const(ids[0]) if ring == 1 else const(ids[0]) + s.var % ring
+                flags.append((p, q, fid, ids))
             head = [PipeBarrier(b, auto=True) for b in barriers] + \
-                [WaitFlag(p, q, const(i), auto=True) for p, q, i in flags] + \
+                [WaitFlag(p, q, i, auto=True) for p, q, i, _ in flags] + \
                 ([BarrierAll(auto=True)] if spilled else [])
-            tail = [SetFlag(p, q, const(i), auto=True) for p, q, i in flags]
+            tail = [SetFlag(p, q, i, auto=True) for p, q, i, _ in flags]
             new_body = _in_scope(new_body, head, tail, kind)
-            pre.append(_scoped([SetFlag(p, q, const(i), auto=True) for p, q, i in flags], kind,
-                               outer_kind))
-            post.append(_scoped([WaitFlag(p, q, const(i), auto=True) for p, q, i in flags], kind,
-                                outer_kind))
+            pre.append(_scoped([SetFlag(p, q, const(i), auto=True)
+                                for p, q, _, ids in flags for i in ids], kind, outer_kind))
+            post.append(_scoped([WaitFlag(p, q, const(i), auto=True)
+                                 for p, q, _, ids in flags for i in ids], kind, outer_kind))
             st = self.states[kind]
-            for p, q, _ in flags:
+            for p, q, _, _ in flags:
                 self.add_order(st, p, q, self.seq)
         return seq(pre, dataclasses.replace(s, body=new_body), post)
 
