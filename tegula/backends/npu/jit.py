@@ -49,3 +49,11 @@ def build_emu(func: PrimFunc, target: Target, pass_configs: dict) -> NpuEmuArtif
     lowered = lower(func, target, pass_configs)
     return NpuEmuArtifact(lowered, machine(target.arch), int(pass_configs.get(PassConfigKey.TEGULA_NPU_EMU_SEED, 0)),
                           bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)))
+
+
+@register("ascend-pto")
+def build_pto(func: PrimFunc, target: Target, pass_configs: dict) -> NpuSourceArtifact:
+    from tegula.backends.npu.pipeline import lower
+    from tegula.backends.npu.pto import emit
+
+    return NpuSourceArtifact(emit(lower(func, target, pass_configs), target), target)

@@ -1,0 +1,267 @@
+"""The PTO C++ emitter (``target="ascend-pto:a2a3" | "ascend-pto:a5"``): lowered NPU IR to PTO
+tile-ISA source, one function per kernel with the cube-core code under ``__DAV_CUBE__`` and the
+vector-core code under ``__DAV_VEC__``.
+
+- every NPU buffer is a ``Tile<TileType, T, Rows, Cols, BLayout, RowValid, ColValid, SLayout,
+  SFractalSize, PadValue>`` placed with ``TASSIGN`` at the byte offset PlanNpuMemory chose (Mat =
+  L1, Left = L0A, Right = L0B, Acc = L0C, Vec = UB; rows and columns padded to whole fractals); a
+  versioned buffer is one tile re-assigned to ``offset + version * bytes`` before each use;
+- copies: ``TLOAD`` (GM -> L1 / UB), ``TSTORE`` (L0C / UB -> GM), ``TEXTRACT`` (L1 -> L0A / L0B),
+  ``TMOV`` (UB -> UB, L0C -> L1); ``T.mma``: ``TMATMUL`` / ``TMATMUL_ACC``; ``T.tile.*``: the
+  tile-tile, tile-scalar and row-broadcast instructions (``TADD``, ``TADDS``, ``TROWEXPANDSUB``,
+  ...); reductions: ``TROWMAX`` / ``TROWSUM``;
+- flags: ``set_flag(PIPE_X, PIPE_Y, EVENT_IDn)`` / ``wait_flag``, ``pipe_barrier(PIPE_X)``,
+  cross-core ``ffts_cross_core_sync`` / ``wait_flag_dev``.
+
+Each statement is preceded by a ``// file.py:LINE  source`` comment naming the kernel line it came
+from. The source is not compiled here (no CANN toolkit); its intrinsic names follow the public PTO
+ISA documentation.
+"""
+from __future__ import annotations
+
+import linecache
+from typing import Any
+
+from tegula.ir import expr as E
+from tegula.ir.buffer import BufferRegion
+from tegula.ir.npu import (BarrierAll, CoreScope, Mma, NpuKernel, PipeBarrier, SetCrossFlag,
+                           SetFlag, VecOp, WaitCrossFlag, WaitFlag)
+from tegula.ir.stmt import (Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce, SeqStmt,
+                            Stmt)
+from tegula.ir.visitor import post_order_visit
+from tegula.backends.npu.layout import ND
+from tegula.backends.npu.machine import machine
+from tegula.backends.npu.passes.plan_memory import buffer_bytes
+
+C_TYPES = {"float16": "half", "bfloat16": "bfloat16_t", "float32": "float", "int8": "int8_t",
+           "int32": "int32_t", "uint8": "uint8_t", "int16": "int16_t"}
+_TILE_TYPE = {"l1": "Mat", "l0a": "Left", "l0b": "Right", "l0c": "Acc", "ub": "Vec"}
+_C_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "/", "floormod": "%", "div": "/",
+          "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&",
+          "or": "||", "min": "min", "max": "max"}
+_VEC_TT = {"add": "TADD", "sub": "TSUB", "mul": "TMUL", "div": "TDIV", "max": "TMAX", "min": "TMIN"}
+_VEC_UNARY = {"exp": "TEXP", "ln": "TLOG", "abs": "TABS", "reciprocal": "TRECIP", "sqrt": "TSQRT",
+              "rsqrt": "TRSQRT", "relu": "TRELU", "cast": "TCVT", "copy": "TMOV",
+              "sigmoid": "TSIGMOID", "silu": "TSILU"}
+
+
+def c_expr(e: Any) -> str:
+    """An index expression as C (integer division and modulo of non-negative values)."""
+    if isinstance(e, int):
+        return str(e)
+    if isinstance(e, E.Const):
+        return str(int(e.value)) if e.dtype.is_int else repr(float(e.value))
+    if isinstance(e, E.Var):
+        return e.name
+    if isinstance(e, E.BinOp) and e.op in ("min", "max"):
+        return f"{e.op}({c_expr(e.a)}, {c_expr(e.b)})"
+    if isinstance(e, (E.BinOp, E.Compare)):
+        return f"({c_expr(e.a)} {_C_OPS[e.op]} {c_expr(e.b)})"
+    if isinstance(e, E.Cast):
+        return c_expr(e.value)
+    if isinstance(e, E.Select):
+        return f"({c_expr(e.cond)} ? {c_expr(e.then)} : {c_expr(e.else_)})"
+    raise NotImplementedError(f"PTO emitter: expression {type(e).__name__}")
+
+
+class _Emitter:
+    def __init__(self, k: NpuKernel, m: Any, kind: str):
+        self.k, self.m, self.kind = k, m, kind
+        self.layouts = k.annotations.get("layouts", {})
+        self.offsets = k.annotations.get("offsets", {})
+        self.lines: list[str] = []
+        self.depth = 1
+        self.last_line: Any = None
+
+    def out(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def comment(self, s: Stmt) -> None:
+        sp = getattr(s, "span", None)
+        if sp is None or (sp.file, sp.line) == self.last_line:
+            return
+        self.last_line = (sp.file, sp.line)
+        src = linecache.getline(sp.file, sp.line).strip()
+        self.out(f"// {sp.file.rsplit('/', 1)[-1]}:{sp.line}  {src}")
+
+    # -- declarations ------------------------------------------------------------------------
+    def tile_type(self, b: Any) -> str:
+        t = C_TYPES.get(b.dtype.name, b.dtype.name)
+        shape = tuple(b.shape[-2:]) if len(b.shape) >= 2 else (1, b.shape[0])
+        lay = self.layouts.get(b, ND)
+        rp, cp = lay.padded(shape) if lay is not ND else shape
+        if lay is not ND and cp * b.dtype.itemsize % 32:
+            cp = -(-cp * b.dtype.itemsize // 32) * 32 // b.dtype.itemsize
+        tt = _TILE_TYPE[b.scope]
+        if b.scope == "ub":
+            return f"Tile<TileType::Vec, {t}, {rp}, {cp}, BLayout::RowMajor, {shape[0]}, {shape[1]}>"
+        blay, slay, frac = {"l1": ("ColMajor", "RowMajor", 512),
+                            "l0a": ("ColMajor" if self.m.name == "a5" else "RowMajor", "RowMajor", 512),
+                            "l0b": ("RowMajor", "ColMajor", 512),
+                            "l0c": ("ColMajor", "RowMajor", 1024)}[b.scope]
+        return (f"Tile<TileType::{tt}, {t}, {rp}, {cp}, BLayout::{blay}, {shape[0]}, {shape[1]}, "
+                f"SLayout::{slay}, {frac}, PadValue::Zero>")
+
+    def declare(self) -> None:
+        owner = {"C": ("l1", "l0a", "l0b", "l0c"), "V": ("ub",)}[self.kind]
+        for b in self.k.allocs:
+            if b.scope in owner:
+                self.out(f"using {b.name}_t = {self.tile_type(b)};")
+                self.out(f"{b.name}_t {b.name};")
+                if len(b.shape) <= 2:
+                    self.out(f"TASSIGN({b.name}, 0x{self.offsets[b]:x});")
+
+    # -- operands ----------------------------------------------------------------------------
+    def tile(self, r: BufferRegion) -> str:
+        """The tile of region ``r`` (re-assigning a versioned buffer to its version first)."""
+        b = r.buffer
+        if len(b.shape) > 2:
+            per = buffer_bytes(b, self.layouts) // int(b.shape[0])
+            self.out(f"TASSIGN({b.name}, 0x{self.offsets[b]:x} + {c_expr(r.starts[0])} * {per});")
+        return b.name
+
+    def gm(self, r: BufferRegion) -> str:
+        """A GlobalTensor view of a GM region (row-major, the buffer's own strides)."""
+        b = r.buffer
+        shape = [int(d) for d in b.shape]
+        strides = [1] * len(shape)
+        for i in range(len(shape) - 2, -1, -1):
+            strides[i] = strides[i + 1] * shape[i + 1]
+        off = " + ".join(f"{c_expr(s)} * {st}" if st != 1 else c_expr(s)
+                         for s, st in zip(r.starts, strides))
+        ext = [e for e in r.extents]
+        rows = ext[-2] if len(ext) >= 2 else 1
+        t = C_TYPES.get(b.dtype.name, b.dtype.name)
+        rs = strides[-2] if len(strides) >= 2 else 1
+        return (f"GlobalTensor<{t}, Shape<1, 1, 1, {rows}, {ext[-1]}>, Stride<1, 1, 1, {rs}, 1>>"
+                f"({b.name} + {off})")
+
+    # -- statements ----------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, SeqStmt):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, CoreScope):
+            if s.kind == self.kind:
+                self.stmt(s.body)
+        elif isinstance(s, LetStmt):
+            self.out(f"int32_t {s.var.name} = {c_expr(s.value)};")
+        elif isinstance(s, For):
+            v, start = s.var.name, c_expr(s.start)
+            stop = c_expr(s.extent) if start == "0" and s.step == 1 else \
+                f"{start} + {c_expr(s.extent)} * {s.step}"
+            inc = f"++{v}" if s.step == 1 else f"{v} += {s.step}"
+            self.out(f"for (int32_t {v} = {start}; {v} < {stop}; {inc}) {{")
+            self.depth += 1
+            self.stmt(s.body)
+            self.depth -= 1
+            self.out("}")
+        elif isinstance(s, IfThenElse):
+            self.out(f"if {c_expr(s.cond)} {{")
+            self.depth += 1
+            self.stmt(s.then)
+            self.depth -= 1
+            if s.else_ is not None:
+                self.out("} else {")
+                self.depth += 1
+                self.stmt(s.else_)
+                self.depth -= 1
+            self.out("}")
+        else:
+            self.comment(s)
+            self.leaf(s)
+
+    def leaf(self, s: Stmt) -> None:
+        if isinstance(s, SetFlag):
+            self.out(f"set_flag(PIPE_{s.src}, PIPE_{s.dst}, EVENT_ID{c_expr(s.id)});"
+                     if isinstance(s.id, E.Const) else
+                     f"set_flag(PIPE_{s.src}, PIPE_{s.dst}, (event_t){c_expr(s.id)});")
+        elif isinstance(s, WaitFlag):
+            self.out(f"wait_flag(PIPE_{s.src}, PIPE_{s.dst}, EVENT_ID{c_expr(s.id)});"
+                     if isinstance(s.id, E.Const) else
+                     f"wait_flag(PIPE_{s.src}, PIPE_{s.dst}, (event_t){c_expr(s.id)});")
+        elif isinstance(s, PipeBarrier):
+            self.out(f"pipe_barrier(PIPE_{s.pipe});")
+        elif isinstance(s, BarrierAll):
+            self.out("pipe_barrier(PIPE_ALL);")
+        elif isinstance(s, SetCrossFlag):
+            self.out(f"ffts_cross_core_sync(PIPE_{s.pipe}, getFFTSMsg({s.mode}, {c_expr(s.flag)}));")
+        elif isinstance(s, WaitCrossFlag):
+            self.out(f"wait_flag_dev({c_expr(s.flag)});")
+        elif isinstance(s, Copy):
+            self.copy(s)
+        elif isinstance(s, Mma):
+            a, b, c = self.tile(s.A), self.tile(s.B), self.tile(s.C)
+            if s.init is True:
+                self.out(f"TMATMUL({c}, {a}, {b});")
+            elif s.init is False:
+                self.out(f"TMATMUL_ACC({c}, {c}, {a}, {b});")
+            else:
+                self.out(f"if {c_expr(s.init)} TMATMUL({c}, {a}, {b}); else TMATMUL_ACC({c}, {c}, {a}, {b});")
+        elif isinstance(s, VecOp):
+            self.vec(s)
+        elif isinstance(s, Reduce):
+            src, dst = self.tile(s.src), self.tile(s.dst)
+            self.out(f"TROW{s.kind.upper()}({dst}, {src}, {src});")
+        elif isinstance(s, Fill):
+            self.out(f"TEXPANDS({self.tile(s.dst)}, {c_expr(s.value)});")
+        else:
+            raise NotImplementedError(f"PTO emitter: {type(s).__name__}")
+
+    def copy(self, s: Copy) -> None:
+        src, dst = s.src.buffer.scope, s.dst.buffer.scope
+        if src == "global":
+            self.out(f"TLOAD({self.tile(s.dst)}, {self.gm(s.src)});")
+        elif dst == "global":
+            self.out(f"TSTORE({self.gm(s.dst)}, {self.tile(s.src)});")
+        elif src == "l1" and dst in ("l0a", "l0b"):
+            self.out(f"TEXTRACT({self.tile(s.dst)}, {self.tile(s.src)}, 0, 0);")
+        else:
+            self.out(f"TMOV({self.tile(s.dst)}, {self.tile(s.src)});")
+
+    def vec(self, s: VecOp) -> None:
+        dst = self.tile(s.dst)
+        ops = [self.tile(x) if isinstance(x, BufferRegion) else c_expr(x) for x in s.srcs]
+        if s.op == "fill":
+            self.out(f"TEXPANDS({dst}, {ops[0]});")
+        elif s.op in _VEC_UNARY:
+            self.out(f"{_VEC_UNARY[s.op]}({dst}, {ops[0]});")
+        elif s.op in _VEC_TT:
+            b = s.srcs[1]
+            if not isinstance(b, BufferRegion):
+                self.out(f"{_VEC_TT[s.op]}S({dst}, {ops[0]}, {ops[1]});")
+            elif b.tile_shape() != s.dst.tile_shape():
+                self.out(f"TROWEXPAND{s.op.upper()}({dst}, {ops[0]}, {ops[1]});")
+            else:
+                self.out(f"{_VEC_TT[s.op]}({dst}, {ops[0]}, {ops[1]});")
+        elif s.op == "axpy":
+            self.out(f"TAXPY({dst}, {ops[0]}, {ops[1]});")
+        else:
+            self.out(f"TLRELU({dst}, {ops[0]}, {ops[1]});")
+
+
+def emit(func: PrimFunc, target: Any) -> str:
+    """PTO C++ for lowered ``func`` (see the module docstring)."""
+    m = machine(target.arch)
+    kernels: list = []
+    post_order_visit(func.body, lambda n: kernels.append(n) if isinstance(n, NpuKernel) else None)
+    params = ", ".join(f"__gm__ {C_TYPES.get(p.dtype.name, p.dtype.name)} *{p.name}"
+                       if hasattr(p, "shape") else f"int32_t {p.name}" for p in func.params)
+    out = [f"// PTO C++ generated by tegula for {target} from '{func.name}'",
+           "#include <pto/pto-inst.hpp>", "using namespace pto;", ""]
+    for n, k in enumerate(kernels):
+        out.append(f"extern \"C\" __global__ AICORE void {func.name}_kernel{n if n else ''}({params}) {{")
+        for kind, macro in (("C", "__DAV_CUBE__"), ("V", "__DAV_VEC__")):
+            em = _Emitter(k, m, kind)
+            em.out(f"int32_t {k.block_vars[0].name} = get_block_idx();")
+            if kind == "V":
+                em.out(f"int32_t {k.sub_var.name} = get_subblockid();")
+            else:
+                em.out(f"int32_t {k.sub_var.name} = 0;")
+            em.declare()
+            em.stmt(k.body)
+            out.append(f"#if defined({macro})")
+            out.extend(em.lines)
+            out.append("#endif")
+        out.append("}")
+    return "\n".join(out) + "\n"
