@@ -6,7 +6,8 @@ writes C back (NZ -> ND, fp32 -> fp16). No flag is written by hand: InsertSync
 (``tl.ascend_auto_sync``) orders the pipes, with loop-carried flags pre-armed and drained.
 
     python examples/ascend/gemm.py
-    python -m tegula trace examples/ascend/gemm.py     # the pipeline, pass by pass
+    python -m tegula trace examples/ascend/gemm.py --kernel gemm --set M=128 --set N=128 \
+        --set K=128 --target ascend-emu:a2a3             # the pipeline, pass by pass
 """
 import numpy as np
 

@@ -86,8 +86,10 @@ class _Verifier(Visitor):
         for g in k.grid:
             if isinstance(g, E.Expr):
                 self.visit(g)
-        thread_var = getattr(k, "thread_var", None)
-        for v in k.block_vars + ((thread_var,) if thread_var is not None else ()):
+        # the thread index after lowering; an NPU kernel's vector-core index (tegula.ir.npu)
+        extra = tuple(v for v in (getattr(k, "thread_var", None), getattr(k, "sub_var", None))
+                      if v is not None)
+        for v in k.block_vars + extra:
             self.define_var(v, k)
         for b in k.allocs:
             self.check_shape(b)
@@ -108,7 +110,7 @@ class _Verifier(Visitor):
         self.in_kernel, self.loops = saved, saved_loops
         for b in k.allocs:
             self.buffers[b] -= 1
-        for v in k.block_vars + ((thread_var,) if thread_var is not None else ()):
+        for v in k.block_vars + extra:
             self.undefine_var(v)
 
     # -- statements -----------------------------------------------------------------------------

@@ -198,6 +198,10 @@ def pipeline_of(target: Target, pass_configs: dict) -> list[tuple[str, Callable[
         from tegula.backends.cuda.pipeline import passes
 
         return passes(_cuda_target(target), pass_configs)
+    if target.kind in ("ascend-emu", "ascend-pto"):
+        from tegula.backends.npu.pipeline import passes as npu_passes
+
+        return npu_passes(target, pass_configs)
     return []
 
 

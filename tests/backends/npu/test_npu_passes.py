@@ -108,3 +108,13 @@ def test_fractals_are_16_by_c0(itemsize, c0):
 def test_zn_stores_each_fractal_column_major():
     imap = Fractal("ZN", 16, 16).index_map((32, 32))
     assert imap[1, 0] == 1 and imap[0, 1] == 16 and imap[0, 16] == 256 and imap[16, 0] == 512
+
+
+def test_the_npu_pipeline_is_traceable_pass_by_pass():
+    from tegula.tools.trace import trace
+
+    tr = trace(vec_kernel, target="ascend-emu:a5", pass_configs={"tl.ascend_auto_sync": True})
+    assert tr.names()[1:] == ["InferCoreScope", "CheckNpuOps", "LowerGemmV0", "MultiBuffer",
+                              "InferFractalLayout", "PlanNpuMemory", "InsertSync"]
+    assert tr.error is None and not tr.problems
+    assert "# inserted" in tr["InsertSync"].ir and "# inserted" not in tr["PlanNpuMemory"].ir
