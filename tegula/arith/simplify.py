@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 from tegula.arith.bound import Interval, bound
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
+from tegula.ir import ops
 from tegula.ir.expr import BinOp, Call, Cast, Compare, Const, Expr, Select, UnaryOp, Var
 from tegula.ir import stmt as S
 from tegula.ir.buffer import BufferRegion
@@ -111,6 +112,9 @@ def match(pat: Expr, e: Expr, b: Bindings) -> bool:
         return match(pat.cond, e.cond, b) and match(pat.then, e.then, b) and match(pat.else_, e.else_, b)
     if isinstance(pat, Cast):
         return match(pat.value, e.value, b)  # any target type
+    if isinstance(pat, Call):
+        return pat.name == e.name and len(pat.args) == len(e.args) and \
+            all(match(pa, ea, b) for pa, ea in zip(pat.args, e.args))
     return False
 
 
@@ -162,15 +166,18 @@ def divides(small: str, big: str) -> Guard:
 # ---------------------------------------------------------------------------------------------
 
 def fold(e: Expr, b: Bindings, ctx: Ctx) -> Optional[Expr]:
-    """Evaluate an operator on constants with the node constructors (which fold)."""
+    """Evaluate an operator on constants with the node constructors (which fold by the operator
+    table, :mod:`tegula.ir.ops`)."""
     if isinstance(e, BinOp):
         r = E.binary(e.op, e.a, e.b)
     elif isinstance(e, Compare):
         r = E.compare(e.op, e.a, e.b)
     elif isinstance(e, UnaryOp):
-        r = E.unary(e.op, e.a) if e.op != "bitnot" else E.const(~e.a.value, e.dtype)
+        r = E.unary(e.op, e.a)
     elif isinstance(e, Cast):
         r = E.cast(e.to, e.value)
+    elif isinstance(e, Call):
+        r = E.call(e.name, *e.args)
     else:
         return None
     return r if isinstance(r, Const) else None
@@ -352,14 +359,13 @@ def _bin(op: str, a: Expr, b: Expr) -> Expr:
     return BinOp(op, a, b)
 
 
-_FOLD_BIN = ("add", "sub", "mul", "div", "floordiv", "floormod", "truncdiv", "truncmod", "min",
-             "max", "and", "or", "bitand", "bitor", "bitxor", "shl", "shr")
-
 RULES: list[Rule] = [
-    # constant folding
-    *[Rule(_bin(op, c1, c2), fold) for op in _FOLD_BIN],                     # c1 op c2 -> value
-    *[Rule(Compare(op, c1, c2), fold) for op in E.COMPARE_OPS],              # c1 < c2 -> True/False
-    *[Rule(UnaryOp(op, c1), fold) for op in E.UNARY_OPS],                    # -c1 -> value
+    # constant folding, one row per operator of the operator table
+    *[Rule(_bin(op, c1, c2), fold) for op in ops.BINARY],                    # c1 op c2 -> value
+    *[Rule(Compare(op, c1, c2), fold) for op in ops.COMPARE],                # c1 < c2 -> True/False
+    *[Rule(UnaryOp(op, c1), fold) for op in ops.UNARY],                      # -c1 -> value
+    *[Rule(Call(name, (c1, c2)[:row.arity]), fold)                           # T.exp(c1) -> value
+      for name, row in ops.INTRINSICS.items()],
     Rule(Cast(dt.int32, c1), fold),                                          # T.Cast(t, c1) -> value of type t
     Rule(Select(E.const(True), x, y), x),                                    # T.if_then_else(True, x, y) -> x
     Rule(Select(E.const(False), x, y), y),                                   # T.if_then_else(False, x, y) -> y
@@ -419,11 +425,15 @@ RULES: list[Rule] = [
 # Driver
 # ---------------------------------------------------------------------------------------------
 
+def _rule_key(e: Expr) -> tuple[type, Optional[str]]:
+    """What a rule's pattern and an expression must share: the class and the operator."""
+    return type(e), (e.name if isinstance(e, Call) else getattr(e, "op", None))
+
+
 def _index_rules(rules: list[Rule]) -> dict[tuple[type, Optional[str]], list[Rule]]:
     index: dict[tuple[type, Optional[str]], list[Rule]] = {}
     for r in rules:
-        key = (type(r.pattern), getattr(r.pattern, "op", None))
-        index.setdefault(key, []).append(r)
+        index.setdefault(_rule_key(r.pattern), []).append(r)
     return index
 
 
@@ -432,7 +442,7 @@ _INDEX = _index_rules(RULES)
 
 def rewrite_once(e: Expr, ctx: Ctx) -> Optional[Expr]:
     """The result of the first rule that applies at the root of ``e``, or ``None``."""
-    for rule in _INDEX.get((type(e), getattr(e, "op", None)), ()):
+    for rule in _INDEX.get(_rule_key(e), ()):
         b: Bindings = {}
         if not match(rule.pattern, e, b):
             continue

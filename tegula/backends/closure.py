@@ -7,21 +7,21 @@ values indexed by slots handed out at compile time. Slot ``MASK`` holds the acti
 numpy array with one entry per lane (``CExpr.vec``): the lanes of a ``T.Parallel`` nest in the
 interpreter, the threads of a block in the emulator.
 
-This module holds the rule registry keyed by node class, the env slot table, the arithmetic
-tables, and the rules that mean the same in both backends because they compute elementwise and
-neither read nor change the mask (variables, constants, arithmetic, casts, intrinsics, sequences,
-lets). Rules that touch the mask or memory stay with their backend.
+This module holds the rule registry keyed by node class, the env slot table, and the rules that
+mean the same in both backends because they compute elementwise and neither read nor change the
+mask (variables, constants, arithmetic, casts, intrinsics, sequences, lets); what each operator
+computes is its row of the operator table (:mod:`tegula.ir.ops`). Rules that touch the mask or
+memory stay with their backend.
 """
 from __future__ import annotations
 
-import math
-import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from tegula.errors import KernelNameError, UnsupportedError
+from tegula.ir import ops
 from tegula.ir.dtype import DType
 from tegula.ir.expr import BinOp, Call, Cast, Compare, Const, UnaryOp, Var
 from tegula.ir.stmt import Break, Continue, Evaluate, LetStmt, SeqStmt
@@ -31,8 +31,6 @@ ExprFn = Callable[[Env], Any]
 StmtFn = Callable[[Env], None]
 
 MASK = 0  # env slot of the active lane mask
-
-F32 = np.dtype(np.float32)
 
 
 class BreakSignal(Exception):
@@ -140,9 +138,8 @@ def compile_stmt(s: Any, ctx: Any) -> StmtFn:
 
 
 # -- dtype helpers -----------------------------------------------------------------------------
-def is_narrow(d: DType) -> bool:
-    """Floats narrower than 32 bits: arithmetic runs in float32 and rounds back."""
-    return d.is_float and d.bits < 32
+is_narrow = ops.is_narrow
+F32 = ops.F32
 
 
 def np_scalar(d: DType, value: Any) -> Any:
@@ -160,62 +157,6 @@ def poison(d: DType) -> Any:
     if d.kind == "uint":
         return info.max
     return max(info.min, -0x5A5A5A5A)
-
-
-# -- arithmetic tables -------------------------------------------------------------------------
-def _int_truncdiv(a: Any, b: Any) -> Any:
-    q = a // b
-    fix = (a - q * b != 0) & ((a < 0) != (b < 0))
-    return q + fix.astype(q.dtype) if isinstance(fix, np.ndarray) else q + q.dtype.type(fix)
-
-
-def _int_truncmod(a: Any, b: Any) -> Any:
-    return np.fmod(a, b)
-
-
-BIN_OPS: dict[str, Callable[[Any, Any], Any]] = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
-    "floordiv": operator.floordiv, "floormod": operator.mod,
-    "min": np.minimum, "max": np.maximum,
-    "and": operator.and_, "or": operator.or_,  # operands are booleans: logical
-    "bitand": operator.and_, "bitor": operator.or_, "bitxor": operator.xor,
-    "shl": operator.lshift, "shr": operator.rshift,
-}
-INT_OPS = {"div": _int_truncdiv, "truncdiv": _int_truncdiv, "truncmod": _int_truncmod}
-FLOAT_OPS = {"div": operator.truediv, "truncdiv": lambda a, b: np.trunc(a / b),
-             "truncmod": np.fmod}
-CMP_OPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
-           "eq": operator.eq, "ne": operator.ne}
-
-
-def _sigmoid(x: Any) -> Any:
-    one = x.dtype.type(1)
-    return one / (one + np.exp(-x))
-
-
-def _rsqrt(x: Any) -> Any:
-    return x.dtype.type(1) / np.sqrt(x)
-
-
-_erf = np.frompyfunc(math.erf, 1, 1)
-
-INTRINSICS: dict[str, Callable[..., Any]] = {
-    "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(x.dtype.type(10), x),
-    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "expm1": np.expm1,
-    "sqrt": np.sqrt, "rsqrt": _rsqrt, "abs": np.abs, "tanh": np.tanh, "sigmoid": _sigmoid,
-    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
-    "sin": np.sin, "cos": np.cos, "tan": np.tan,
-    "erf": lambda x: _erf(x).astype(x.dtype),
-    "pow": np.power, "fmod": np.fmod, "isnan": np.isnan, "isinf": np.isinf,
-}
-INT_IDENTITY = {"floor", "ceil", "round", "trunc"}  # intrinsics that leave integers unchanged
-
-
-def lift(op: Callable, fa: Callable, fb: Callable, narrow: Any) -> Callable:
-    """``op(fa, fb)``; for a narrow float dtype compute in float32 and round back."""
-    if narrow is None:
-        return lambda env: op(fa(env), fb(env))
-    return lambda env: op(fa(env).astype(F32), fb(env).astype(F32)).astype(narrow)
 
 
 # -- rules shared by both backends -------------------------------------------------------------
@@ -238,12 +179,8 @@ def _const(e: Const, ctx: Any) -> CExpr:
 
 def arith_binop(e: BinOp, a: CExpr, b: CExpr) -> CExpr:
     """``e.a <op> e.b`` from the compiled operands, both evaluated for every lane."""
-    d = e.dtype
-    op = BIN_OPS.get(e.op)
-    if op is None:
-        op = (INT_OPS if (d.is_int or d.is_bool) else FLOAT_OPS)[e.op]
-    narrow = d.np if is_narrow(d) and e.op not in ("min", "max") else None
-    return CExpr(lift(op, a.fn, b.fn, narrow), a.vec or b.vec)
+    op, fa, fb = ops.np_fn(ops.BINARY[e.op], e.a.dtype), a.fn, b.fn
+    return CExpr(lambda env: op(fa(env), fb(env)), a.vec or b.vec)
 
 
 @COMMON.expr_rule(BinOp)
@@ -254,52 +191,39 @@ def _binop(e: BinOp, ctx: Any) -> CExpr:
 @COMMON.expr_rule(Compare)
 def _compare(e: Compare, ctx: Any) -> CExpr:
     a, b = compile_expr(e.a, ctx), compile_expr(e.b, ctx)
-    op, fa, fb = CMP_OPS[e.op], a.fn, b.fn
+    op, fa, fb = ops.np_fn(ops.COMPARE[e.op], e.a.dtype), a.fn, b.fn
     return CExpr(lambda env: op(fa(env), fb(env)), a.vec or b.vec)
 
 
 @COMMON.expr_rule(UnaryOp)
 def _unary(e: UnaryOp, ctx: Any) -> CExpr:
     a = compile_expr(e.a, ctx)
-    fa = a.fn
-    if e.op == "neg":
-        return CExpr(lambda env: -fa(env), a.vec)
-    if e.op == "not":
-        return CExpr(lambda env: np.logical_not(fa(env)), a.vec)
-    return CExpr(lambda env: ~fa(env), a.vec)  # bitnot
+    op, fa = ops.np_fn(ops.UNARY[e.op], e.a.dtype), a.fn
+    return CExpr(lambda env: op(fa(env)), a.vec)
 
 
 @COMMON.expr_rule(Cast)
 def _cast(e: Cast, ctx: Any) -> CExpr:
     a = compile_expr(e.value, ctx)
-    fa, npd = a.fn, e.to.np
+    fa, frm, to = a.fn, e.value.dtype, e.to
+    if to.is_int and frm.is_float:  # saturating, NaN -> 0 (the table's cast semantics)
+        return CExpr(lambda env: ops.cast_array(fa(env), frm, to), a.vec)
+    npd = to.np
     return CExpr(lambda env: fa(env).astype(npd), a.vec)
 
 
 @COMMON.expr_rule(Call)
 def _call(e: Call, ctx: Any) -> CExpr:
+    row = ops.INTRINSICS.get(e.name)
+    if row is None:
+        raise ctx.rules.unimplemented("intrinsic", e.name, e.span)
     args = [compile_expr(a, ctx) for a in e.args]
     vec = any(a.vec for a in args)
-    fns = [a.fn for a in args]
-    argd = e.args[0].dtype
-    if not argd.is_float and e.name in INT_IDENTITY:
-        return CExpr(fns[0], vec)
-    if not argd.is_float and e.name in ("isnan", "isinf"):
-        return CExpr(lambda env: np.zeros_like(fns[0](env), dtype=bool)[()], vec)
-    fn = INTRINSICS.get(e.name)
-    if fn is None:
-        raise ctx.rules.unimplemented("intrinsic", e.name, e.span)
-    out = e.dtype.np
-    if is_narrow(argd):
-        if len(fns) == 1:
-            f0 = fns[0]
-            return CExpr(lambda env: fn(f0(env).astype(F32)).astype(out), vec)
-        f0, f1 = fns
-        return CExpr(lambda env: fn(f0(env).astype(F32), f1(env).astype(F32)).astype(out), vec)
-    if len(fns) == 1:
-        f0 = fns[0]
+    fn = ops.np_fn(row, e.args[0].dtype)
+    if len(args) == 1:
+        f0 = args[0].fn
         return CExpr(lambda env: fn(f0(env)), vec)
-    f0, f1 = fns
+    f0, f1 = (a.fn for a in args)
     return CExpr(lambda env: fn(f0(env), f1(env)), vec)
 
 

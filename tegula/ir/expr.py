@@ -7,12 +7,12 @@ Python numbers adopting the dtype of the expression they meet. Use
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence, Union
 
 from tegula.errors import DTypeError, KernelTypeError
 from tegula.ir import dtype as dt
+from tegula.ir import ops
 from tegula.ir.dtype import DType
 from tegula.ir.span import Span, current_span
 
@@ -132,18 +132,20 @@ class Const(Expr):
     value: Union[int, float, bool]
     const_dtype: DType = dt.int32
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # the value a register of this dtype holds: ints wrapped, floats rounded
+        object.__setattr__(self, "value", ops.wrap(self.value, self.const_dtype))
+
     @property
     def dtype(self) -> DType:
         return self.const_dtype
 
 
-BINARY_OPS = {
-    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "floormod": "%",
-    "truncdiv": "T.truncdiv", "truncmod": "T.truncmod", "min": "T.min", "max": "T.max",
-    "and": "&", "or": "|", "bitand": "&", "bitor": "|", "bitxor": "^", "shl": "<<", "shr": ">>",
-}
-COMPARE_OPS = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-UNARY_OPS = {"neg": "-", "not": "~", "bitnot": "~"}
+# op name -> Python spelling, from the operator table (:mod:`tegula.ir.ops`)
+BINARY_OPS = {name: row.py for name, row in ops.BINARY.items()}
+COMPARE_OPS = {name: row.py for name, row in ops.COMPARE.items()}
+UNARY_OPS = {name: row.py for name, row in ops.UNARY.items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -206,15 +208,8 @@ class Cast(Expr):
         return self.to
 
 
-# name -> number of arguments; all return the dtype of their first argument.
-INTRINSICS = {
-    "exp": 1, "exp2": 1, "exp10": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1, "expm1": 1,
-    "sqrt": 1, "rsqrt": 1, "abs": 1, "tanh": 1, "sigmoid": 1, "floor": 1, "ceil": 1,
-    "round": 1, "trunc": 1, "sin": 1, "cos": 1, "tan": 1, "erf": 1, "pow": 2, "fmod": 2,
-    "isnan": 1, "isinf": 1,
-}
-_FLOAT_ONLY = {"exp", "exp2", "exp10", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt",
-               "tanh", "sigmoid", "sin", "cos", "tan", "erf"}
+# name -> number of arguments; all but isnan/isinf return the dtype of their first argument.
+INTRINSICS = {name: row.arity for name, row in ops.INTRINSICS.items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,9 +221,7 @@ class Call(Expr):
 
     @property
     def dtype(self) -> DType:
-        if self.name in ("isnan", "isinf"):
-            return dt.bool_
-        return self.args[0].dtype
+        return ops.INTRINSICS[self.name].result_dtype(self.args[0].dtype)
 
 
 @dataclass(frozen=True, eq=False)
@@ -337,101 +330,84 @@ def _unify(a: Expr, b: Expr) -> tuple[Expr, Expr, DType]:
     return cast(t, a), cast(t, b), t
 
 
-_FOLD = {
-    "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
-    "min": min, "max": max,
-}
+def _check_operands(row: ops.Op, t: DType) -> None:
+    if not row.accepts(t):
+        need = {ops.INT: "integers", ops.INTLIKE: "integers or booleans", ops.LOGIC: "booleans",
+                ops.NUM: "numbers"}.get(row.operands, "other operands")
+        raise DTypeError(f"operator {row.py} needs {need}, got {t}")
 
 
 def binary(op: str, a: Any, b: Any) -> Expr:
     """Build ``a op b`` with dtype promotion and folding of two constants."""
+    row = ops.BINARY[op]
     ea, eb = _operands(a, b)
     if op in ("and", "or"):
         ea, eb = cast(dt.bool_, ea), cast(dt.bool_, eb)
-        if isinstance(ea, Const) and isinstance(eb, Const):
-            return const(ea.value and eb.value if op == "and" else ea.value or eb.value, dt.bool_)
-        return BinOp(op, ea, eb)
-    ea, eb, t = _unify(ea, eb)
-    if op in ("floordiv", "floormod", "bitand", "bitor", "bitxor", "shl", "shr", "truncdiv", "truncmod") \
-            and not t.is_int and op not in ("floordiv", "floormod"):
-        raise DTypeError(f"operator {BINARY_OPS[op]} needs integers, got {t}")
+        t = dt.bool_
+    else:
+        ea, eb, t = _unify(ea, eb)
+        _check_operands(row, t)
     if isinstance(ea, Const) and isinstance(eb, Const):
-        folded = _fold(op, ea.value, eb.value, t)
+        folded = ops.fold(row, t, ea.value, eb.value)
         if folded is not None:
             return const(folded, t)
     return BinOp(op, ea, eb)
 
 
-def _fold(op: str, x: Any, y: Any, t: DType) -> Any:
-    if op in _FOLD:
-        return _FOLD[op](x, y)
-    if y == 0 and op in ("div", "floordiv", "floormod", "truncdiv", "truncmod"):
-        return None
-    if op == "div":
-        return x / y if t.is_float else int(x / y)
-    if op == "floordiv":
-        return x // y if t.is_int else math.floor(x / y)
-    if op == "floormod":
-        return x % y
-    if op == "truncdiv":
-        return int(x / y)
-    if op == "truncmod":
-        return int(math.fmod(x, y))
-    if op in ("bitand", "bitor", "bitxor", "shl", "shr"):
-        return {"bitand": x & y, "bitor": x | y, "bitxor": x ^ y, "shl": x << y, "shr": x >> y}[op]
-    return None
-
-
 def compare(op: str, a: Any, b: Any) -> Expr:
+    """Build the comparison ``a op b`` (a boolean), folding two constants."""
     ea, eb = _operands(a, b)
-    ea, eb, _ = _unify(ea, eb)
+    ea, eb, t = _unify(ea, eb)
     if isinstance(ea, Const) and isinstance(eb, Const):
-        x, y = ea.value, eb.value
-        return const({"lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y, "eq": x == y, "ne": x != y}[op], dt.bool_)
+        return const(ops.fold(ops.COMPARE[op], t, ea.value, eb.value), dt.bool_)
     return Compare(op, ea, eb)
 
 
 def unary(op: str, a: Any) -> Expr:
+    """Build ``-a``, ``~a`` (``not`` on booleans, ``bitnot`` on integers), folding a constant."""
+    row = ops.UNARY[op]
     ea = as_expr(a)
-    if isinstance(ea, Const):
-        if op == "neg":
-            return const(-ea.value, ea.dtype)
-        if op == "not":
-            return const(not ea.value, dt.bool_)
     if op == "not":
         ea = cast(dt.bool_, ea)
+    _check_operands(row, ea.dtype)
+    if isinstance(ea, Const):
+        folded = ops.fold(row, ea.dtype, ea.value)
+        if folded is not None:
+            return const(folded, ea.dtype)
     return UnaryOp(op, ea)
 
 
 def cast(dtype: Any, value: Any) -> Expr:
-    """``T.Cast(dtype, value)``; a no-op when the dtype already matches."""
+    """``T.Cast(dtype, value)``; a no-op when the dtype already matches; constants fold."""
     t = dt.as_dtype(dtype)
     e = as_expr(value, like=t)
     if e.dtype == t:
         return e
     if isinstance(e, Const):
-        v = e.value
-        if t.is_int and isinstance(v, float):
-            if math.isinf(v) or math.isnan(v):
-                return Cast(t, e)
-            v = int(v)
-        return const(v, t)
+        return const(ops.cast_value(e.value, e.dtype, t), t)
     return Cast(t, e)
 
 
 def call(name: str, *args: Any) -> Expr:
-    """A math intrinsic; integer arguments of float-only functions are promoted to float32."""
-    if name not in INTRINSICS:
+    """A math intrinsic; integer arguments of float-only functions are promoted to float32.
+    Constant arguments fold."""
+    row = ops.INTRINSICS.get(name)
+    if row is None:
         raise KernelTypeError(f"unknown intrinsic {name!r}")
-    if len(args) != INTRINSICS[name]:
-        raise KernelTypeError(f"T.{name} takes {INTRINSICS[name]} argument(s), got {len(args)}")
+    if len(args) != row.arity:
+        raise KernelTypeError(f"T.{name} takes {row.arity} argument(s), got {len(args)}")
     exprs: Sequence[Expr]
     if len(args) == 2:
         exprs = _unify(*_operands(*args))[:2]
     else:
         exprs = [as_expr(args[0])]
-    if name in _FLOAT_ONLY and not exprs[0].dtype.is_float:
+    if row.float_only and not exprs[0].dtype.is_float:
         exprs = [cast(dt.float32, e) for e in exprs]
+    if all(isinstance(e, Const) for e in exprs):
+        d = exprs[0].dtype
+        folded = ops.fold(row, d, *(e.value for e in exprs))
+        if folded is not None:
+            return const(folded, row.result_dtype(d))
     return Call(name, tuple(exprs))
 
 

@@ -22,24 +22,11 @@ from typing import Any, Callable, Optional, Union
 
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
+from tegula.ir import ops
 from tegula.ir.buffer import Buffer, BufferRegion
 
 # Python precedence, loosest first; atoms (names, calls, subscripts) bind tightest.
-PREC_COMPARE = 1
-PREC_OR = 2
-PREC_XOR = 3
-PREC_AND = 4
-PREC_SHIFT = 5
-PREC_ADD = 6
-PREC_MUL = 7
-PREC_UNARY = 8
-PREC_ATOM = 10
-
-_BIN_PREC = {
-    "add": PREC_ADD, "sub": PREC_ADD, "mul": PREC_MUL, "div": PREC_MUL, "floordiv": PREC_MUL,
-    "floormod": PREC_MUL, "and": PREC_AND, "bitand": PREC_AND, "or": PREC_OR, "bitor": PREC_OR,
-    "bitxor": PREC_XOR, "shl": PREC_SHIFT, "shr": PREC_SHIFT,
-}
+PREC_COMPARE, PREC_OR, PREC_UNARY, PREC_ATOM = ops.PY_COMPARE, ops.PY_OR, ops.PY_UNARY, ops.PY_ATOM
 _DEFAULT_CONST_DTYPES = ("int32", "float32", "bool")
 _INDENT = "    "
 
@@ -60,10 +47,20 @@ def const_str(c: E.Const) -> tuple[str, int]:
             return f"T.{name}(float(\"nan\"))", PREC_ATOM
         text = f"T.infinity({_q(name)})"
         return (text, PREC_ATOM) if v > 0 else ("-" + text, PREC_UNARY)
-    text = repr(v)
+    text = _float_text(v, c.dtype) if isinstance(v, float) else repr(v)
     if name not in _DEFAULT_CONST_DTYPES:
         return f"T.{name}({text})", PREC_ATOM
     return text, (PREC_UNARY if text.startswith("-") else PREC_ATOM)
+
+
+def _float_text(v: float, d: dt.DType) -> str:
+    """The shortest decimal that reads back as ``v`` at dtype ``d``, in Python's style."""
+    if d.bits < 64:
+        for digits in range(1, 17):
+            short = float(f"{v:.{digits}g}")
+            if ops.wrap(short, d) == v:
+                return repr(short)
+    return repr(v)
 
 
 class ExprPrinter:
@@ -88,21 +85,21 @@ class ExprPrinter:
         if isinstance(e, E.Const):
             return const_str(e)
         if isinstance(e, E.BinOp):
-            sym = E.BINARY_OPS[e.op]
-            if sym.startswith("T."):
-                return f"{sym}({self(e.a)}, {self(e.b)})", PREC_ATOM
+            row = ops.BINARY[e.op]
+            if row.is_call:
+                return f"{row.py}({self(e.a)}, {self(e.b)})", PREC_ATOM
             ceil = _ceildiv_operands(e)
             if ceil is not None:
                 return f"T.ceildiv({self(ceil[0])}, {self(ceil[1])})", PREC_ATOM
-            p = _BIN_PREC[e.op]
+            p = row.py_prec
             # left-associative: an equal-precedence right operand keeps its parentheses
-            return f"{self.wrap(e.a, p)} {sym} {self.wrap(e.b, p + 1)}", p
+            return f"{self.wrap(e.a, p)} {row.py} {self.wrap(e.b, p + 1)}", p
         if isinstance(e, E.Compare):
             # comparisons chain in Python, so neither side may be a bare comparison
-            sym = E.COMPARE_OPS[e.op]
+            sym = ops.COMPARE[e.op].py
             return f"{self.wrap(e.a, PREC_OR)} {sym} {self.wrap(e.b, PREC_OR)}", PREC_COMPARE
         if isinstance(e, E.UnaryOp):
-            return f"{E.UNARY_OPS[e.op]}{self.wrap(e.a, PREC_UNARY)}", PREC_UNARY
+            return f"{ops.UNARY[e.op].py}{self.wrap(e.a, PREC_UNARY)}", PREC_UNARY
         if isinstance(e, E.Select):
             return f"T.if_then_else({self(e.cond)}, {self(e.then)}, {self(e.else_)})", PREC_ATOM
         if isinstance(e, E.Cast):

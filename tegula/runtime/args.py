@@ -15,6 +15,8 @@ from tegula.errors import ArgumentError
 from tegula.ir import dtype as dt
 from tegula.ir.buffer import Buffer
 from tegula.ir import expr as E
+from tegula.ir.evaluate import evaluate
+from tegula.ir.visitor import collect_vars
 from tegula.ir.expr import Var
 from tegula.ir import stmt as S
 from tegula.ir.stmt import PrimFunc
@@ -86,28 +88,19 @@ def _shape_str(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-_HOST_OPS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b, "min": min, "max": max,
-    "div": lambda a, b: int(a / b), "truncdiv": lambda a, b: int(a / b),
-}
-
-
 def eval_dim(d: Any, dyn: dict) -> int:
     """The value of a shape expression given the dynamic dimensions bound so far."""
     if isinstance(d, int):
         return d
-    if isinstance(d, Var):
-        if d not in dyn:
-            raise ArgumentError(f"dimension '{d.name}' is not bound by any argument")
+    if isinstance(d, Var) and d in dyn:
         return int(dyn[d])
-    if isinstance(d, E.Const):
-        return int(d.value)
-    if isinstance(d, E.BinOp) and d.op in _HOST_OPS:
-        return int(_HOST_OPS[d.op](eval_dim(d.a, dyn), eval_dim(d.b, dyn)))
-    if isinstance(d, E.Cast):
-        return eval_dim(d.value, dyn)
-    raise ArgumentError(f"cannot evaluate the shape expression {d} on the host")
+    for v in collect_vars(d):
+        if v not in dyn:
+            raise ArgumentError(f"dimension '{v.name}' is not bound by any argument")
+    try:
+        return int(evaluate(d, dyn))
+    except (ArithmeticError, ValueError):
+        raise ArgumentError(f"cannot evaluate the shape expression {d} on the host") from None
 
 
 def written_params(func: PrimFunc) -> frozenset:

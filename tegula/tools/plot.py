@@ -21,7 +21,9 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from tegula.errors import ArgumentError, ConfigError
+from tegula.ir import dtype as dt
 from tegula.ir import expr as E
+from tegula.ir import ops
 
 _FORMATS = ("png", "svg", "pdf")
 
@@ -38,15 +40,8 @@ def _matplotlib() -> Any:
 
 # -- evaluating layout expressions on whole numpy arrays at once ----------------------------
 
-_BIN = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide,
-    "floormod": np.mod, "truncdiv": lambda a, b: np.trunc(a / b).astype(np.int64),
-    "truncmod": np.fmod, "min": np.minimum, "max": np.maximum, "bitand": np.bitwise_and,
-    "bitor": np.bitwise_or, "bitxor": np.bitwise_xor, "shl": np.left_shift, "shr": np.right_shift,
-    "and": np.logical_and, "or": np.logical_or,
-}
-_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-        "eq": np.equal, "ne": np.not_equal}
+def _index_dtype(e: Any) -> Any:
+    return dt.bool_ if e.dtype.is_bool else dt.int64
 
 
 def evaluate(e: Any, env: dict) -> np.ndarray:
@@ -57,13 +52,12 @@ def evaluate(e: Any, env: dict) -> np.ndarray:
         return np.asarray(e.value, dtype=np.int64)
     if isinstance(e, E.Var):
         return env[e]
-    if isinstance(e, E.BinOp):
-        return _BIN[e.op](evaluate(e.a, env), evaluate(e.b, env))
+    if isinstance(e, E.BinOp):  # in int64, by the operator table
+        return ops.np_fn(ops.BINARY[e.op], _index_dtype(e))(evaluate(e.a, env), evaluate(e.b, env))
     if isinstance(e, E.Compare):
-        return _CMP[e.op](evaluate(e.a, env), evaluate(e.b, env))
+        return ops.np_fn(ops.COMPARE[e.op], _index_dtype(e.a))(evaluate(e.a, env), evaluate(e.b, env))
     if isinstance(e, E.UnaryOp):
-        a = evaluate(e.a, env)
-        return -a if e.op == "neg" else np.invert(a)
+        return ops.np_fn(ops.UNARY[e.op], _index_dtype(e))(evaluate(e.a, env))
     if isinstance(e, E.Select):
         return np.where(evaluate(e.cond, env), evaluate(e.then, env), evaluate(e.else_, env))
     if isinstance(e, E.Cast):

@@ -55,7 +55,7 @@ CASES = [
     (Compare("lt", c(1), c(2)), "True", "True"),
     (UnaryOp("neg", c(5)), "-5", "-5"),
     (E.Cast(E.dt.int32, c(2.75, "float32")), "2", "2"),
-    (E.Cast(E.dt.float16, c(1.5)), "T.float16(1.5)", "T.float16(1.5)"),
+    (E.Cast(E.dt.float16, c(1.5, "float32")), "T.float16(1.5)", "T.float16(1.5)"),
     (Select(t, a, b), "a", "a"),
     (Select(u, a, b), "b", "b"),
     # identities

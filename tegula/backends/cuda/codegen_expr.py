@@ -16,24 +16,18 @@ import numpy as np
 from tegula.errors import UnsupportedError, VerifyError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
+from tegula.ir import ops
 from tegula.ir.buffer import Buffer
 from tegula.ir.dtype import DType
 
-# C++ operator precedence (smaller binds tighter).
-PRIMARY, UNARY, MUL, ADD, SHIFT, REL, EQ, BAND, BXOR, BOR, LAND, LOR, COND = \
-    0, 3, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16
+# C++ operator precedence (smaller binds tighter), from the operator table.
+PRIMARY, UNARY, MUL, ADD, SHIFT, REL, EQ, BAND, BXOR, BOR, LAND, LOR, COND = (
+    ops.C_PRIMARY, ops.C_UNARY, ops.C_MUL, ops.C_ADD, ops.C_SHIFT, ops.C_REL, ops.C_EQ, ops.C_BAND,
+    ops.C_BXOR, ops.C_BOR, ops.C_LAND, ops.C_LOR, ops.C_COND)
 # Children of these operators get parentheses unless they bind as tightly as a unary operator.
 _PICKY = {SHIFT, BAND, BXOR, BOR, LAND, LOR}
 
 Rendered = tuple[str, int]
-
-_BINARY: dict[str, tuple[str, int]] = {
-    "add": ("+", ADD), "sub": ("-", ADD), "mul": ("*", MUL), "and": ("&&", LAND), "or": ("||", LOR),
-    "bitand": ("&", BAND), "bitor": ("|", BOR), "bitxor": ("^", BXOR), "shl": ("<<", SHIFT),
-    "shr": (">>", SHIFT), "truncdiv": ("/", MUL), "truncmod": ("%", MUL),
-}
-_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_WRAPPING = {"add", "sub", "mul", "shl"}  # can overflow a narrow int: cast the promoted result back
 
 
 def is_lowp(t: DType) -> bool:
@@ -117,39 +111,6 @@ def template_arg(a: Any) -> str:
     if isinstance(a, DType):
         return a.ctype
     return str(a)
-
-
-# ---------------------------------------------------------------------------------------------
-# Math intrinsics: name -> (float32, float64, fast float32); "{}" is the argument list.
-# ---------------------------------------------------------------------------------------------
-
-MATH: dict[str, tuple[str, str, Optional[str]]] = {
-    "exp": ("expf({})", "exp({})", "__expf({})"),
-    "exp2": ("exp2f({})", "exp2({})", "tl::fast_exp2({})"),
-    "exp10": ("exp10f({})", "exp10({})", "__exp10f({})"),
-    "log": ("logf({})", "log({})", "__logf({})"),
-    "log2": ("log2f({})", "log2({})", "__log2f({})"),
-    "log10": ("log10f({})", "log10({})", "__log10f({})"),
-    "log1p": ("log1pf({})", "log1p({})", None),
-    "expm1": ("expm1f({})", "expm1({})", None),
-    "sqrt": ("sqrtf({})", "sqrt({})", None),
-    "rsqrt": ("rsqrtf({})", "rsqrt({})", None),
-    "abs": ("fabsf({})", "fabs({})", None),
-    "tanh": ("tanhf({})", "tanh({})", "tl::fast_tanh({})"),
-    "sigmoid": ("tl::sigmoid({})", "tl::sigmoid({})", "(1.0f / (1.0f + __expf(-({}))))"),
-    "floor": ("floorf({})", "floor({})", None),
-    "ceil": ("ceilf({})", "ceil({})", None),
-    "round": ("rintf({})", "rint({})", None),  # half to even, like numpy
-    "trunc": ("truncf({})", "trunc({})", None),
-    "sin": ("sinf({})", "sin({})", "__sinf({})"),
-    "cos": ("cosf({})", "cos({})", "__cosf({})"),
-    "tan": ("tanf({})", "tan({})", "__tanf({})"),
-    "erf": ("erff({})", "erf({})", None),
-    "pow": ("powf({})", "pow({})", "__powf({})"),
-    "fmod": ("fmodf({})", "fmod({})", None),
-    "isnan": ("isnan({})", "isnan({})", None),
-    "isinf": ("isinf({})", "isinf({})", None),
-}
 
 
 class Names:
@@ -313,25 +274,15 @@ def _is_pow2_const(e: E.Expr) -> Optional[int]:
 
 
 def _binop(p: ExprPrinter, e: E.BinOp) -> Rendered:
-    t, op = e.dtype, e.op
-    if op in ("min", "max"):
-        return f"tl::{op}({p.args((e.a, e.b))})", PRIMARY
-    if op == "div":
-        if t.is_int:
-            op = "truncdiv"
-        else:
-            return f"{p.sub(e.a, MUL)} / {p.sub(e.b, MUL, True)}", MUL
-    if op in ("floordiv", "floormod"):
+    t, row = e.dtype, ops.BINARY[e.op]
+    if e.op in ("floordiv", "floormod"):
         return _floor_divmod(p, e)
-    if op == "truncmod" and t.is_float:
-        return _call_math(p, "fmod", (e.a, e.b), t)
-    if op not in _BINARY:
-        raise UnsupportedError(f"unimplemented binary operator {op} for target cuda", span=e.span)
-    sym, prec = _BINARY[op]
-    text = f"{p.sub(e.a, prec)} {sym} {p.sub(e.b, prec, True)}"
-    if op in _WRAPPING:
-        return _narrow(t, text, prec)
-    return text, prec
+    if row.c_prec == PRIMARY:  # a function: tl::min(a, b)
+        return f"{row.c}({p.args((e.a, e.b))})", PRIMARY
+    text = f"{p.sub(e.a, row.c_prec)} {row.c} {p.sub(e.b, row.c_prec, True)}"
+    if row.c_wraps:
+        return _narrow(t, text, row.c_prec)
+    return text, row.c_prec
 
 
 def _floor_divmod(p: ExprPrinter, e: E.BinOp) -> Rendered:
@@ -361,19 +312,19 @@ def _floor_divmod(p: ExprPrinter, e: E.BinOp) -> Rendered:
 
 
 def _compare(p: ExprPrinter, e: E.Compare) -> Rendered:
-    prec = EQ if e.op in ("eq", "ne") else REL
-    return f"{p.sub(e.a, prec)} {_COMPARE[e.op]} {p.sub(e.b, prec, True)}", prec
+    row = ops.COMPARE[e.op]
+    return f"{p.sub(e.a, row.c_prec)} {row.c} {p.sub(e.b, row.c_prec, True)}", row.c_prec
 
 
 def _unary(p: ExprPrinter, e: E.UnaryOp) -> Rendered:
-    sym = {"neg": "-", "not": "!", "bitnot": "~"}.get(e.op)
-    if sym is None:
-        raise UnsupportedError(f"unimplemented unary operator {e.op} for target cuda", span=e.span)
+    row = ops.UNARY[e.op]
     text, prec = p.render(e.a)
     operand = text if prec == PRIMARY else f"({text})"
     if e.op == "neg" and is_lowp(e.dtype) and e.dtype.bits == 8:
         return f"tl::cast<{e.dtype.ctype}>(-tl::cast<float>({text}))", PRIMARY
-    return _narrow(e.dtype, f"{sym}{operand}", UNARY) if e.op != "not" else (f"{sym}{operand}", UNARY)
+    if row.c_wraps:
+        return _narrow(e.dtype, f"{row.c}{operand}", UNARY)
+    return f"{row.c}{operand}", UNARY
 
 
 def _select(p: ExprPrinter, e: E.Select) -> Rendered:
@@ -388,11 +339,12 @@ def _cast(p: ExprPrinter, e: E.Cast) -> Rendered:
 
 
 def _call_math(p: ExprPrinter, name: str, args: tuple, t: DType) -> Rendered:
-    if name not in MATH:
+    row = ops.INTRINSICS.get(name)
+    if row is None:
         raise UnsupportedError(f"unimplemented intrinsic {name} for target cuda")
     if t.is_int or t.is_bool:
         return _int_math(p, name, args, t)
-    f32, f64, fast = MATH[name]
+    f32, f64, fast = row.c
     if t.name == "float64":
         return f64.format(p.args(args)), PRIMARY
     tmpl = fast if (p.fast_math and fast is not None) else f32

@@ -23,6 +23,7 @@ import numpy as np
 
 from tegula.errors import ArgumentError, CompileError, ResourceError, TegulaError
 from tegula.ir import expr as E
+from tegula.ir.evaluate import HostEvalError, host_lambda
 from tegula.backends.cuda.codegen import CudaModule, ParamInfo
 
 _STATIC_SMEM_LIMIT = 48 * 1024
@@ -78,42 +79,27 @@ def check(result: Any, what: str, exc: type = CudaError, hint: Optional[str] = N
 # Host evaluation of grid extents
 # ---------------------------------------------------------------------------------------------
 
-_HOST_BINOPS = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "floordiv": "({} // {})",
-                "floormod": "({} % {})", "min": "min({}, {})", "max": "max({}, {})",
-                "div": "_trunc({}, {})", "truncdiv": "_trunc({}, {})"}
-
-
-def _trunc(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
 def host_fn(exprs: Sequence[Any], slot_of: dict[int, int]) -> Callable[[list], tuple]:
     """Compile ``exprs`` (ints or integer expressions over scalar/dim params) into a function of the
-    packed argument list that returns their values as a tuple of ints."""
-    def text(e: Any) -> str:
-        if isinstance(e, int):
-            return str(int(e))
-        if isinstance(e, E.Const):
-            return str(int(e.value))
-        if isinstance(e, E.Var):
-            if id(e) not in slot_of:
-                raise CompileError(f"grid extent uses '{e.name}', which is neither a scalar parameter "
-                                   "nor a dynamic dimension")
-            return f"int(v[{slot_of[id(e)]}])"
-        if isinstance(e, E.BinOp) and e.op in _HOST_BINOPS:
-            return _HOST_BINOPS[e.op].format(text(e.a), text(e.b))
-        if isinstance(e, E.Cast):
-            return text(e.value)
-        if isinstance(e, E.Select):
-            return f"({text(e.then)} if {text(e.cond)} else {text(e.else_)})"
-        if isinstance(e, E.Compare):
-            sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}[e.op]
-            return f"({text(e.a)} {sym} {text(e.b)})"
-        raise CompileError(f"cannot evaluate the grid extent {e} on the host")
+    packed argument list that returns their values as a tuple of ints (computed as the operator
+    table defines, :mod:`tegula.ir.evaluate`)."""
+    def var_text(v: E.Var, bind: Callable[[Any], str]) -> str:
+        if id(v) not in slot_of:
+            raise CompileError(f"grid extent uses '{v.name}', which is neither a scalar parameter "
+                               "nor a dynamic dimension")
+        return f"int(v[{slot_of[id(v)]}])"
 
-    body = ", ".join(text(e) for e in exprs)
-    return eval(f"lambda v: ({body},)", {"_trunc": _trunc, "min": min, "max": max})  # our own text
+    try:
+        fn = host_lambda(exprs, var_text)
+    except HostEvalError as err:
+        raise CompileError(f"cannot evaluate the grid extent on the host: {err}") from None
+
+    def grid(args: list) -> tuple:
+        try:
+            return fn(args)
+        except (ArithmeticError, ValueError) as err:
+            raise ArgumentError(f"the grid extent cannot be computed for these arguments: {err}") from None
+    return grid
 
 
 # ---------------------------------------------------------------------------------------------

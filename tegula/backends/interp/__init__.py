@@ -14,10 +14,11 @@ Semantics
   block: shared / fragment / local memory starts as poison (NaN for floats, ``-0x5A5A5A5A``
   clipped to the range for signed ints, the maximum for unsigned ints, True for bool), so
   reading unwritten memory shows; ``local.var`` buffers start at their ``alloc_inits`` value, else 0.
-- **Expressions** evaluate to numpy values of the node's dtype. Narrow floats (float16,
+- **Expressions** evaluate to numpy values of the node's dtype, by the operator table
+  (:mod:`tegula.ir.ops`). Narrow floats (float16,
   bfloat16, fp8) compute in float32 and round back after each operation. Integer ``div`` and
-  ``truncdiv``/``truncmod`` truncate toward zero (C); ``floordiv``/``floormod`` floor (Python);
-  integer overflow wraps. ``round`` is half-to-even, ``rsqrt`` is ``1/sqrt``. Casts from float to
+  ``truncdiv``/``truncmod`` truncate toward zero (C); ``floordiv``/``floormod`` floor (Python;
+  for floats ``floor(a / b)`` and ``a - floor(a / b) * b``); integer overflow wraps. ``round`` is half-to-even, ``rsqrt`` is ``1/sqrt``. Casts from float to
   int truncate toward zero; conversions to narrow floats round to nearest even (ml_dtypes, which
   gives NaN for values beyond fp8 e4m3's range). ``Select`` evaluates both sides.
   ``T.max``/``T.min`` propagate NaN.
