@@ -27,12 +27,15 @@ from tegula.runtime.kernel import JITKernel
 
 def compile(func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None, target: Any = "auto",
             pass_configs: Optional[dict] = None, execution_backend: Any = None,
-            verbose: bool = False, target_host: Any = None) -> JITKernel:
-    """Build ``func`` for ``target``; ``out_idx`` names the parameters the kernel allocates."""
+            verbose: bool = False, target_host: Any = None, pipeline: Any = None) -> JITKernel:
+    """Build ``func`` for ``target``; ``out_idx`` names the parameters the kernel allocates.
+
+    ``pipeline`` (a :class:`tegula.transform.Pipeline`, e.g. ``pipeline_for(target)`` with user
+    passes inserted) replaces the target's own; the disk cache keys on it."""
     if not isinstance(func, PrimFunc):
         raise KernelTypeError(f"tegula.compile takes a @T.prim_func, got {type(func).__name__}",
                               hint="decorate the kernel function with @T.prim_func")
-    return JITKernel(func, out_idx, target, pass_configs)
+    return JITKernel(func, out_idx, target, pass_configs, pipeline)
 
 
 def _is_eager(func: Callable) -> bool:
@@ -56,8 +59,10 @@ def _freeze(x: Any) -> Any:
 class JITFunction:
     """What ``@tegula.jit`` returns; see the module docstring for the two styles."""
 
-    def __init__(self, func: Callable, out_idx: Any, target: Any, pass_configs: Optional[dict]):
+    def __init__(self, func: Callable, out_idx: Any, target: Any, pass_configs: Optional[dict],
+                 pipeline: Any = None):
         self.func = func
+        self.pipeline = pipeline
         self.out_idx = out_idx
         self.target = target
         self.pass_configs = pass_configs
@@ -82,7 +87,7 @@ class JITFunction:
                 raise KernelTypeError(
                     f"@tegula.jit factory '{self.func.__name__}' returned {type(prim).__name__}, "
                     "not a @T.prim_func", hint="return the @T.prim_func defined inside the factory")
-            k = JITKernel(prim, self.out_idx, self.target, self.pass_configs)
+            k = JITKernel(prim, self.out_idx, self.target, self.pass_configs, self.pipeline)
             self._cache[key] = k
         return k
 
@@ -112,7 +117,7 @@ class JITFunction:
                 return kernel
         info = {n: (tuple(int(s) for s in t.shape), str(t.dtype)) for n, t in tensors.items()}
         tr = trace_eager(self.func, others, info, consts)
-        kernel = JITKernel(tr.func, tr.out_idx, self.target, self.pass_configs)
+        kernel = JITKernel(tr.func, tr.out_idx, self.target, self.pass_configs, self.pipeline)
         constraints = {}
         for p in tr.func.params:
             if isinstance(p, Buffer) and p.name in tensors:
@@ -141,7 +146,7 @@ class JITFunction:
         k = self._cache.get(key)
         if k is None:
             tr = trace_eager(self.func, others, {n: None for n in self.tensor_names}, consts)
-            k = JITKernel(tr.func, tr.out_idx, self.target, self.pass_configs)
+            k = JITKernel(tr.func, tr.out_idx, self.target, self.pass_configs, self.pipeline)
             self._cache[key] = k
         return k
 
@@ -167,8 +172,11 @@ class JITFunction:
 
 def jit(func: Optional[Callable] = None, *, out_idx: Union[None, int, Sequence[int]] = None,
         target: Any = "auto", pass_configs: Optional[dict] = None, execution_backend: Any = None,
-        verbose: bool = False, debug_root_path: Any = None, target_host: Any = None) -> Any:
-    """Decorator, with or without arguments: ``@tegula.jit`` or ``@tegula.jit(out_idx=[-1])``."""
+        verbose: bool = False, debug_root_path: Any = None, target_host: Any = None,
+        pipeline: Any = None) -> Any:
+    """Decorator, with or without arguments: ``@tegula.jit`` or ``@tegula.jit(out_idx=[-1])``.
+
+    ``pipeline`` is as for :func:`compile`: every kernel the function builds uses it."""
     if func is None:
-        return lambda f: JITFunction(f, out_idx, target, pass_configs)
-    return JITFunction(func, out_idx, target, pass_configs)
+        return lambda f: JITFunction(f, out_idx, target, pass_configs, pipeline)
+    return JITFunction(func, out_idx, target, pass_configs, pipeline)

@@ -26,9 +26,10 @@ def target(request):
 
 
 @pytest.fixture(autouse=True)
-def _poison_outputs():
-    """Outputs the runtime allocates start as NaN (or a marker), so unwritten elements show."""
+def _poison_outputs_and_verify():
+    """Outputs the runtime allocates start as NaN (or a marker), so unwritten elements show; the
+    IR is verified after every pass of every pipeline, so a pass that breaks it is named."""
     from tegula import config
 
-    with config.override(poison_outputs=True):
+    with config.override(poison_outputs=True, verify_ir=True):
         yield

@@ -373,8 +373,14 @@ class ScriptPrinter:
             self.line(f"T.use_swizzle({self.e(panel)}, order={_q(str(order))})", d)
         layouts = ann.pop("layout_map", None)
         if layouts:
-            items = ", ".join(f"{self.name_of(b)}: {self.e(lay)}" for b, lay in layouts.items())
-            self.line(f"T.annotate_layout({{{items}}})", d)
+            items = [f"{self.name_of(b)}: {self.e(lay)}" for b, lay in layouts.items()]
+            if len(items) == 1:
+                self.line(f"T.annotate_layout({{{items[0]}}})", d)
+            else:  # one buffer a line, so a diff shows the one that changed
+                self.line("T.annotate_layout({", d)
+                for item in items:
+                    self.line(f"{item},", d + 1)
+                self.line("})", d)
         for key, value in ann.items():
             self.line(f"# annotation {key} = {self.e(value)}", d)
         self.stmt(k.body, d)

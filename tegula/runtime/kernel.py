@@ -9,7 +9,7 @@ from tegula.errors import ConfigError
 from tegula.ir.buffer import Buffer
 from tegula.ir.stmt import PrimFunc
 from tegula.runtime import args as A
-from tegula.target import Target, builder_for, parse_target
+from tegula.target import Target, builder_for, kind_of, parse_target
 
 
 def _poisoning() -> bool:
@@ -44,8 +44,9 @@ class JITKernel:
     """
 
     def __init__(self, func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None,
-                 target: Any = "auto", pass_configs: Optional[dict] = None):
+                 target: Any = "auto", pass_configs: Optional[dict] = None, pipeline: Any = None):
         from tegula.passconfig import check_pass_configs
+        from tegula.transform.pipeline import check_pipeline
 
         self.func = func
         self.prim_func = func
@@ -56,8 +57,9 @@ class JITKernel:
             if not isinstance(func.params[i], Buffer):
                 raise ConfigError(f"out_idx names parameter '{func.params[i].name}', which is a scalar")
         self.inputs = [i for i in range(len(func.params)) if i not in self.out_idx]
-        self.artifact = builder_for(self.target)(func, self.target, self.pass_configs)
-        self.device = "cuda" if self.target.kind == "cuda" else "cpu"
+        self.pipeline = check_pipeline(pipeline, self.target, self.pass_configs)
+        self.artifact = builder_for(self.target)(func, self.target, self.pass_configs, self.pipeline)
+        self.device = "cpu" if kind_of(self.target).runs_on_host else "cuda"
         self._plans: dict = {}
 
     @property

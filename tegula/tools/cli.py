@@ -52,7 +52,7 @@ def _kernel_options(p: argparse.ArgumentParser) -> None:
                    help="a factory argument, e.g. --set M=1024 --set block_M=64 (repeatable; values "
                         "are Python literals, else strings)")
     p.add_argument("--target", default="cuda:sm_90a",
-                   help="pipeline to run: 'cuda:sm_80', 'cuda:sm_90a' (no GPU needed), or 'cpu' "
+                   help="pipeline to run: 'cuda:sm_80', 'cuda:sm_90a', 'cuda-emu' (no GPU needed), or 'cpu' "
                         "(the tile IR only) (default: %(default)s)")
 
 

@@ -16,7 +16,8 @@ from tegula.tools.trace import Point, Trace, trace
 
 
 def diff(kernel_or_func: Any, a: Point, b: Point, *args: Any, target: Any = None,
-         pass_configs: Optional[dict] = None, context: int = 3, **kwargs: Any) -> str:
+         pass_configs: Optional[dict] = None, context: int = 3, pipeline: Any = None,
+         **kwargs: Any) -> str:
     """Unified diff of the IR from point ``a`` to point ``b`` of the pipeline for ``target``.
 
     ``kernel_or_func`` is what :func:`tegula.tools.trace` takes (a Trace is used as is; ``args``
@@ -25,7 +26,7 @@ def diff(kernel_or_func: Any, a: Point, b: Point, *args: Any, target: Any = None
     fails before reaching a point, the error it raised.
     """
     tr = kernel_or_func if isinstance(kernel_or_func, Trace) else trace(
-        kernel_or_func, *args, target=target, pass_configs=pass_configs, **kwargs)
+        kernel_or_func, *args, target=target, pass_configs=pass_configs, pipeline=pipeline, **kwargs)
     if tr.error is not None:
         names = tr.names()
         for p in (a, b):

@@ -242,28 +242,18 @@ def kernel_layouts(kernel_or_func: Any, *args: Any, target: Any = None,
                    pass_configs: Optional[dict] = None, **kwargs: Any) -> dict[str, tuple[Any, int]]:
     """``{buffer name: (layout, elem_bytes)}``: the fragment layouts inferred for a kernel and the
     shared layouts chosen for it, as the CUDA pipeline sees them when lowering tile ops."""
-    from tegula.backends.cuda.passes.layout_inference import infer_layouts
-    from tegula.backends.cuda.passes.lower_tile_ops import choose_shared_layouts
+    from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, infer_layouts
     from tegula.ir.stmt import Kernel
     from tegula.ir.visitor import post_order_visit
     from tegula.layout.shared import RowMajor
-    from tegula.passconfig import check_pass_configs
-    from tegula.target import parse_target
-    from tegula.tools.trace import DEFAULT_TARGET, _cuda_target, pipeline_of, resolve
+    from tegula.target import kind_of, parse_target
+    from tegula.tools.trace import pipeline_to_trace, resolve
 
-    func, own_target, own_configs = resolve(kernel_or_func, args, kwargs)
-    if target is None:
-        target = own_target if own_target is not None and own_target.kind == "cuda" else DEFAULT_TARGET
-    t = parse_target(target)
-    if t.kind != "cuda":
-        raise ConfigError(f"layouts are inferred by the CUDA pipeline, not for target '{t}'",
+    if target is not None and not kind_of(parse_target(target)).uses_cuda_pipeline:
+        raise ConfigError(f"layouts are inferred by the CUDA pipeline, not for target '{target}'",
                           hint="pass target='cuda:sm_80' or 'cuda:sm_90a' (no GPU needed)")
-    t = _cuda_target(t)
-    cfg = check_pass_configs(pass_configs if pass_configs is not None else own_configs)
-    for name, fn in pipeline_of(t, cfg):
-        if name == "LowerTileOps":
-            break
-        func = fn(func)
+    func, pipeline = pipeline_to_trace(resolve(kernel_or_func, args, kwargs), target, pass_configs, None)
+    func = pipeline.until("LowerTileOps").run(func, instruments=[])
     kernels: list = []
     post_order_visit(func.body, lambda n: kernels.append(n) if isinstance(n, Kernel) else None)
     out: dict[str, tuple[Any, int]] = {}

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import EXAMPLES
 
-ALL = ["elementwise_add", "softmax", "gemm", "flash_attention", "rmsnorm", "gemm_int8",
+ALL = ["elementwise_add", "softmax", "gemm", "flash_attention", "rmsnorm", "gemm_int8", "write_a_pass",
        "splitk_gemm", "quantize", "linear_macro"]
 
 

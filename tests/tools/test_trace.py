@@ -6,10 +6,9 @@ import pytest
 
 import tegula
 from tegula import config
-from tegula.backends.cuda.pipeline import passes
 from tegula.errors import ConfigError, ResourceError
 from tegula.ir.verify import well_formed
-from tegula.target import Target
+from tegula.transform import pipeline_for
 from tegula.tools import Trace, diff, trace
 from tegula.tools.cli import main as cli_main
 from tool_kernels import gemm
@@ -20,7 +19,7 @@ GEMM_FILE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "gem
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_trace_names_and_order_follow_the_pipeline(arch):
     tr = trace(gemm(), target=f"cuda:{arch}")
-    want = ["input"] + [name for name, _ in passes(Target("cuda", arch), {})]
+    want = ["input"] + pipeline_for(f"cuda:{arch}").names()
     assert tr.names() == want
     assert tr.error is None
     assert all(s.seconds >= 0 for s in tr)
@@ -133,7 +132,7 @@ def test_tegula_trace_dumps_every_cuda_build(tmp_path):
     files = sorted(os.listdir(out))
     assert len(files) == 2 and files[0].endswith(".trace.html") and files[1].endswith(".trace.txt")
     text = (out / files[1]).read_text()
-    for name, _ in passes(Target("cuda", "sm_80"), {}):
+    for name in pipeline_for("cuda:sm_80").names():
         assert f"] {name}  (" in text
 
 
@@ -153,7 +152,7 @@ def test_cli_trace_prints_and_writes_html(tmp_path, capsys):
     assert "== [0] input" in out and "CheckResources" in out and "total" in out
     page = tmp_path / "t.html"
     assert cli_main(["trace", GEMM_FILE, "--kernel", "matmul", *sets, "--html", str(page)]) == 0
-    assert "step-8" in page.read_text()
+    assert "step-9" in page.read_text()
 
 
 def test_cli_diff_and_its_errors(capsys):

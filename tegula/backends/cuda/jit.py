@@ -7,11 +7,13 @@ running the artifact then needs a GPU and raises a clear error without one.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from tegula.errors import ConfigError, TegulaError
 from tegula.ir.stmt import PrimFunc
-from tegula.target import Target, register
+from tegula.target import Target
+from tegula.transform.pipeline import Pipeline, check_pipeline
 from tegula.backends.cuda.codegen import CudaModule, codegen
 from tegula.backends.cuda import cache
 from tegula.backends.cuda.compiler import CompileResult, compile_cuda, detect_arch
@@ -89,31 +91,39 @@ def build_lowered(func: PrimFunc, arch: str, pass_configs: Optional[dict] = None
 _FINGERPRINT: Optional[str] = None
 
 
+def fingerprint_of(root: "Path") -> str:
+    """A hash of the ``.py`` and ``.h`` files under the package directory ``root`` except its
+    ``tools/`` folder, by their paths relative to ``root`` (so where it is installed does not
+    matter)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root)
+        if f.suffix in (".py", ".h") and rel.parts[0] != "tools" and f.is_file():
+            h.update(rel.as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def compiler_fingerprint() -> str:
     """A hash of the code that turns tile IR into CUDA (passes, layouts, codegen, headers), so a
     changed compiler never reuses entries of an older one."""
     global _FINGERPRINT
     if _FINGERPRINT is None:
-        import hashlib
-        from pathlib import Path
-
-        root = Path(__file__).resolve().parents[2]
-        h = hashlib.sha256()
-        for f in sorted(root.rglob("*")):
-            if f.suffix in (".py", ".h") and f.is_file() and "tools" not in f.parts:
-                h.update(str(f.relative_to(root)).encode())
-                h.update(f.read_bytes())
-        _FINGERPRINT = h.hexdigest()[:16]
+        _FINGERPRINT = fingerprint_of(Path(__file__).resolve().parents[2])
     return _FINGERPRINT
 
 
-def _ir_key(func: PrimFunc, arch: str, pass_configs: dict) -> str:
-    """Disk-cache key of a tile-level function: its printed IR, arch, options, and the version
-    and fingerprint of the compiler."""
+def _ir_key(func: PrimFunc, arch: str, pass_configs: dict, pipeline: Pipeline) -> str:
+    """Disk-cache key of a tile-level function: its printed IR, arch, options, the pipeline
+    (pass names, options, the source of user passes), and the version and fingerprint of the
+    compiler."""
     options, fast = _options(pass_configs)
     cfg = repr(sorted((k, repr(v)) for k, v in pass_configs.items()))
     return cache.cache_key("tile-ir\n" + func.script(), arch,
-                           [*options, f"fast={fast}", cfg, compiler_fingerprint()])
+                           [*options, f"fast={fast}", cfg, f"pipeline={pipeline.fingerprint()}",
+                            compiler_fingerprint()])
 
 
 def _module_from_cache(func: PrimFunc, source: str, meta: dict) -> Optional[CudaModule]:
@@ -132,20 +142,21 @@ def _module_from_cache(func: PrimFunc, source: str, meta: dict) -> Optional[Cuda
     return CudaModule(source, infos, _params(func), list(meta.get("headers", [])))
 
 
-@register("cuda")
-def build(func: PrimFunc, target: Target, pass_configs: dict) -> CudaArtifact:
-    """The ``cuda`` target's builder: lower ``func`` with the CUDA pipeline, then build it.
+def build(func: PrimFunc, target: Target, pass_configs: dict,
+          pipeline: Optional[Pipeline] = None) -> CudaArtifact:
+    """The ``cuda`` target's builder: lower ``func`` with ``pipeline`` (default: the target's),
+    then build it.
 
-    A function built before (same printed IR, arch and options) is loaded from the disk cache
-    without lowering or compiling again.
+    A function built before (same printed IR, arch, options and pipeline) is loaded from the disk
+    cache without lowering or compiling again.
     """
     from tegula import config
-    from tegula.backends.cuda.pipeline import lower
 
     arch = resolve_arch(target)
     target = Target("cuda", arch)
+    pipeline = check_pipeline(pipeline, target, pass_configs)
     use_cache = not config.get().disable_cache
-    key = _ir_key(func, arch, pass_configs) if use_cache else ""
+    key = _ir_key(func, arch, pass_configs, pipeline) if use_cache else ""
     if use_cache:
         hit = cache.load(key)
         if hit is not None:
@@ -157,7 +168,7 @@ def build(func: PrimFunc, target: Target, pass_configs: dict) -> CudaArtifact:
             if module is not None:
                 result = CompileResult(cubin, None, meta.get("log", ""), arch, meta.get("compiler", "?"), 0.0, True)
                 return CudaArtifact(func, module, result)
-    art = build_lowered(lower(func, target, pass_configs), arch, pass_configs)
+    art = build_lowered(pipeline.run(func), arch, pass_configs)
     if use_cache:
         meta = dict(art.metadata)
         meta["headers"] = list(art.module.headers)

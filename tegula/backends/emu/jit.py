@@ -6,12 +6,13 @@ each statement under the kernel line it came from.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from tegula.ir.stmt import PrimFunc
 from tegula.passconfig import PassConfigKey
 from tegula.runtime.args import to_numpy
-from tegula.target import Target, register
+from tegula.target import Target
+from tegula.transform.pipeline import Pipeline, check_pipeline
 
 
 class EmuArtifact:
@@ -30,9 +31,9 @@ class EmuArtifact:
                 as_warnings=self.as_warnings)
 
 
-@register("cuda-emu")
-def build(func: PrimFunc, target: Target, pass_configs: dict) -> EmuArtifact:
-    from tegula.backends.cuda.pipeline import lower
-
-    lowered = lower(func, Target("cuda", target.arch or "sm_80"), pass_configs)
+def build(func: PrimFunc, target: Target, pass_configs: dict,
+          pipeline: Optional[Pipeline] = None) -> EmuArtifact:
+    """The ``cuda-emu`` target's builder: ``pipeline`` (default: the CUDA pipeline of the
+    target's arch), then the emulator."""
+    lowered = check_pipeline(pipeline, target, pass_configs).run(func)
     return EmuArtifact(func, lowered, bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)))

@@ -1,11 +1,12 @@
 """The CPU target: a kernel 'built' for the interpreter is its IR, run with numpy."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from tegula.ir.stmt import PrimFunc
 from tegula.runtime.args import to_numpy
-from tegula.target import Target, register
+from tegula.target import Target
+from tegula.transform.pipeline import Pipeline, check_pipeline
 
 
 class InterpArtifact:
@@ -19,6 +20,8 @@ class InterpArtifact:
         execute(self.func, [to_numpy(a) if hasattr(a, "shape") else a for a in args])
 
 
-@register("cpu")
-def build(func: PrimFunc, target: Target, pass_configs: dict) -> InterpArtifact:
-    return InterpArtifact(func)
+def build(func: PrimFunc, target: Target, pass_configs: dict,
+          pipeline: Optional[Pipeline] = None) -> InterpArtifact:
+    """The ``cpu`` target's builder: the passes of ``pipeline`` (the interpreter's own is empty;
+    user passes run on the tile-level IR), then the interpreter."""
+    return InterpArtifact(check_pipeline(pipeline, target, pass_configs).run(func))

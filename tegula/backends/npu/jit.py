@@ -3,13 +3,14 @@
 left out)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from tegula.errors import UnsupportedError
 from tegula.ir.stmt import PrimFunc
 from tegula.passconfig import PassConfigKey
 from tegula.runtime.args import to_numpy
-from tegula.target import Target, register
+from tegula.target import Target
+from tegula.transform.pipeline import Pipeline, check_pipeline
 
 
 class NpuEmuArtifact:
@@ -41,12 +42,13 @@ class NpuSourceArtifact:
                                "run the kernel with target='ascend-emu' or 'cpu'")
 
 
-@register("ascend-emu")
-def build_emu(func: PrimFunc, target: Target, pass_configs: dict) -> NpuEmuArtifact:
+def build_emu(func: PrimFunc, target: Target, pass_configs: dict,
+              pipeline: Optional[Pipeline] = None) -> NpuEmuArtifact:
+    """The ``ascend-emu`` target's builder: ``pipeline`` (default: the NPU pipeline of the
+    target's machine), then the emulator."""
     from tegula.backends.npu.machine import machine
-    from tegula.backends.npu.pipeline import lower
 
-    lowered = lower(func, target, pass_configs)
+    lowered = check_pipeline(pipeline, target, pass_configs).run(func)
     return NpuEmuArtifact(lowered, machine(target.arch), int(pass_configs.get(PassConfigKey.TEGULA_NPU_EMU_SEED, 0)),
                           bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)))
 

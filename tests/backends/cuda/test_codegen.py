@@ -324,19 +324,19 @@ def test_swizzle_formula_is_a_bijection(gx, gy, panel, order):
 
 @needs_compiler
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_ahead_of_time_compile_without_gpu(backend, monkeypatch, tmp_path):
+def test_ahead_of_time_compile_without_gpu(backend, tmp_path):
     """tegula.compile(target='cuda:sm_80') builds source and cubin; running needs a GPU."""
     import tegula
     from tegula import config
-    from tegula.backends.cuda import pipeline
     from tegula.backends.cuda.launcher import CudaError
     from tegula.target import gpu_available
 
     func = vector_add(256)
-    monkeypatch.setattr(pipeline, "lower", lambda f, target, cfg: f)  # already thread-level
-    with config.override(cuda_backend=backend, cache_dir=str(tmp_path)):
-        kernel = tegula.compile(func, out_idx=[2], target="cuda:sm_80")
-        again = tegula.compile(func, out_idx=[2], target="cuda:sm_80")
+    from tegula.transform import Pipeline
+
+    with config.override(cuda_backend=backend, cache_dir=str(tmp_path)):  # already thread-level
+        kernel = tegula.compile(func, out_idx=[2], target="cuda:sm_80", pipeline=Pipeline())
+        again = tegula.compile(func, out_idx=[2], target="cuda:sm_80", pipeline=Pipeline())
     art = kernel.artifact
     assert "vector_add_kernel" in kernel.get_kernel_source()
     assert len(art.cubin) > 0 and art.metadata["arch"] == "sm_80"

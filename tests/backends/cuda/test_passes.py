@@ -4,9 +4,10 @@ import pytest
 
 import tegula
 import tegula.language as T
-from tegula.backends.cuda.pipeline import lower, passes
+from tegula.backends.cuda.pipeline import lower
 from tegula.ir.stmt import Kernel
 from tegula.target import Target
+from tegula.transform import pipeline_for
 
 SM80 = Target("cuda", "sm_80")
 
@@ -49,12 +50,12 @@ def test_barriers_where_threads_hand_over_shared_memory():
 def test_barrier_insertion_can_be_disabled():
     cfg = {tegula.PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION: True}
     assert "sync_threads" not in lower(three_tiles, SM80, cfg).script()
-    assert "InsertBarriers" not in [n for n, _ in passes(SM80, cfg)]
+    assert "InsertBarriers" not in pipeline_for(SM80, cfg).names()
 
 
 def test_pipeline_is_a_list_of_named_passes():
-    names = [n for n, _ in passes(SM80, {})]
-    assert names[:4] == ["Simplify", "SpecializeMasks", "PipelineCopies", "LowerTileOps"]
+    names = pipeline_for(SM80).names()
+    assert names[:5] == ["Simplify", "SpecializeMasks", "PipelineCopies", "InferLayouts", "LowerTileOps"]
     assert names.index("InsertBarriers") < names.index("PlanSharedMemory") < names.index("CheckResources")
 
 

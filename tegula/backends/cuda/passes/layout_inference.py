@@ -16,25 +16,34 @@ Two strict requirements that disagree are a :class:`~tegula.errors.LayoutError` 
 buffers and their lines. Accesses that do not line up with the layouts chosen are still correct:
 lowering stages such fragments through shared memory.
 
-Before/after (nothing changes in the IR; the result is a plan)::
+Shared tiles that tensor-core gemms read get an XOR swizzle (:func:`choose_shared_layouts`);
+others are row-major; ``T.annotate_layout`` wins over both.
 
-    C_local = T.alloc_fragment((128, 128), "float32")     C_local: MmaLayout(128, 128, wm=2, wn=2)
-    m = T.alloc_fragment((128,), "float32")               m: RowsOf(MmaLayout(128, 128, 2, 2))
-    T.gemm(A_s, B_s, C_local)
-    T.reduce_max(C_local, m, dim=1)
+As the ``InferLayouts`` pass (:func:`infer_layouts_pass`) the plan is written into each kernel's
+layout map, the annotation ``T.annotate_layout`` writes, where the trace shows it and a later pass
+can change it before ``LowerTileOps`` reads it::
+
+    C_local = T.alloc_fragment((128, 128), "float32")     C_local = T.alloc_fragment(...)
+    m = T.alloc_fragment((128,), "float32")               m = T.alloc_fragment(...)
+    T.gemm(A_s, B_s, C_local)                              T.annotate_layout({A_s: Swizzled(...),
+    T.reduce_max(C_local, m, dim=1)                            C_local: MmaLayout(128, 128, 2, 2),
+                                                               m: RowsOf(MmaLayout(...)), ...})
+                                                           T.gemm(A_s, B_s, C_local) ...
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tegula.errors import LayoutError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Var
-from tegula.ir.stmt import Copy, For, Gemm, Kernel, Reduce, BufferStore, parallel_nest
-from tegula.ir.visitor import Visitor
+from tegula.ir.stmt import Copy, For, Gemm, Kernel, PrimFunc, Reduce, BufferStore, parallel_nest
+from tegula.ir.visitor import Mutator, Visitor, post_order_visit
 from tegula.layout.fragment import (FlatLayout, Fragment, MmaLayout, Replicated, RowLayout,
                                     RowsOf, mma_warps)
+from tegula.layout.shared import RowMajor, Swizzled
 
 MMA_OPERANDS = {"float16": "float32", "bfloat16": "float32", "int8": "int32", "uint8": "int32"}
 
@@ -231,3 +240,44 @@ def free_layout(buf: Buffer, T: int) -> Fragment:
         return flat
     return Replicated(shape, T)
 
+
+
+_SHARED = ("shared", "shared.dyn")
+
+
+def choose_shared_layouts(kernel: Kernel) -> dict:
+    """Buffer -> layout of the shared tiles: swizzled for those tensor-core gemms read, the
+    layout map's (``T.annotate_layout``) where it names one; row-major is left out."""
+    out: dict = {}
+
+    def see(n: Any) -> None:
+        if isinstance(n, Gemm) and gemm_on_tensor_cores(n):
+            for r in (n.A, n.B):
+                b = r.buffer
+                shape = tuple(int(d) for d in b.shape)
+                if b.scope in _SHARED and Swizzled.suits(shape, b.dtype.itemsize):
+                    out[b] = Swizzled(shape, b.dtype.itemsize)
+
+    post_order_visit(kernel.body, see)
+    for buf, lay in (kernel.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
+        if buf.scope in _SHARED and isinstance(lay, (RowMajor, Swizzled)):
+            out[buf] = lay
+    return out
+
+
+def infer_layouts_pass(func: PrimFunc) -> PrimFunc:
+    """Write every kernel's layouts (fragments and shared tiles) into its layout map."""
+
+    class M(Mutator):
+        def visit_Kernel(self, k: Kernel) -> Kernel:
+            plan = infer_layouts(k)
+            shared = choose_shared_layouts(k)
+            chosen = dict(k.annotations.get("layout_map") or {})
+            for b in k.allocs:
+                if b in plan.fragments:
+                    chosen[b] = plan.fragments[b]
+                elif b.scope in _SHARED:
+                    chosen[b] = shared.get(b) or RowMajor(tuple(int(d) for d in b.shape))
+            return dataclasses.replace(k, annotations={**k.annotations, "layout_map": chosen})
+
+    return M().visit(func)

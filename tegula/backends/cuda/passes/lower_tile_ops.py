@@ -1,6 +1,7 @@
 """Lower tile operations and ``T.Parallel`` loops to per-thread code.
 
-Input: a tile-level kernel and its layout plan. Output: a thread-level kernel (the IR codegen
+Input: a tile-level kernel and its layouts (those its layout map names, as InferLayouts or
+``T.annotate_layout`` wrote them; inferred here for the rest). Output: a thread-level kernel (the IR codegen
 reads): fragments are register arrays, shared tiles flat arrays addressed through their shared
 layouts, and every statement is what one thread (``tx = T.get_thread_binding()``) executes.
 
@@ -28,8 +29,7 @@ from tegula.ir.stmt import (AttrStmt, Atomic, Break, Continue, BufferStore, Copy
                             PrimFunc, Reduce, SeqStmt, Stmt, While, parallel_nest, seq)
 from tegula.ir.visitor import Mutator, substitute
 from tegula.layout.fragment import FlatLayout, Fragment, unflatten
-from tegula.layout.shared import RowMajor, Swizzled
-from tegula.backends.cuda.passes.layout_inference import (fragment_accesses, gemm_on_tensor_cores,
+from tegula.backends.cuda.passes.layout_inference import (choose_shared_layouts, fragment_accesses,
                                                           infer_layouts, loop_pattern)
 from tegula.backends.cuda.passes.lower_copy import lower_copy
 from tegula.backends.cuda.passes.lower_gemm import lower_gemm
@@ -48,31 +48,11 @@ def lower_tile_ops(func: PrimFunc) -> PrimFunc:
     return M().visit(func)
 
 
-def choose_shared_layouts(kernel: Kernel) -> dict:
-    """Swizzled layouts for shared tiles that tensor-core gemms read; row-major otherwise."""
-    out: dict = {}
-    from tegula.ir.visitor import post_order_visit
-
-    def see(n: Any) -> None:
-        if isinstance(n, Gemm) and gemm_on_tensor_cores(n):
-            for r in (n.A, n.B):
-                b = r.buffer
-                shape = tuple(int(d) for d in b.shape)
-                if b.scope in SHARED and Swizzled.suits(shape, b.dtype.itemsize):
-                    out[b] = Swizzled(shape, b.dtype.itemsize)
-
-    post_order_visit(kernel.body, see)
-    return out
-
-
 def lower_kernel(k: Kernel) -> Kernel:
     plan = infer_layouts(k)
     tid = Var("tx")
     ctx = Ctx(plan, tid, k.num_threads)
     ctx.smem_layouts = choose_shared_layouts(k)
-    for buf, lay in (k.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
-        if buf.scope in SHARED and isinstance(lay, (RowMajor, Swizzled)):
-            ctx.smem_layouts[buf] = lay
     ctx.bind_range(tid, 0, k.num_threads - 1)
     ctx.block_vars = tuple(k.block_vars)
     for v, g in zip(k.block_vars, k.grid):
