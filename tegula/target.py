@@ -161,7 +161,9 @@ def parse_target(target: Any) -> Target:
     Raises ConfigError for an unknown target, naming TEGULA_TARGET when the bad value came from it."""
     if isinstance(target, Target):
         return target
-    if target is None or (isinstance(target, str) and target.strip().lower() == "auto"):
+    if target is None:
+        target = "auto"
+    if isinstance(target, str) and target.strip().lower() == "auto":
         default = config.get().default_target
         if default.strip().lower() != "auto":
             try:
