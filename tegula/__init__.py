@@ -2,7 +2,7 @@
 
 ``import tegula as tilelang; import tegula.language as T`` runs TileLang kernels unchanged.
 """
-__version__ = "0.1.0"
+from tegula.version import __version__
 
 import dataclasses
 

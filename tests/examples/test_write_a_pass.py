@@ -61,3 +61,23 @@ def test_compile_only_for_sm_90a(example, capsys):
         mine = tegula.compile(func, out_idx=[-1], target="cuda:sm_90a", pipeline=ex.with_passes("cuda:sm_90a"))
     plain = tegula.compile(func, out_idx=[-1], target="cuda:sm_90a")
     assert "^" in plain.get_kernel_source() and "^" not in mine.get_kernel_source()
+
+
+def test_a_layout_the_gemm_cannot_use_is_a_layout_error(example):
+    import dataclasses
+
+    from tegula.errors import LayoutError
+    from tegula.ir.visitor import Mutator
+    from tegula.layout import MmaLayout
+    from tegula.transform import Pass, pipeline_for
+
+    class FourByOne(Mutator):
+        def visit_Kernel(self, k):
+            lm = {b: MmaLayout(v.M, v.N, 4, 1) if isinstance(v, MmaLayout) else v
+                  for b, v in k.annotations["layout_map"].items()}
+            return dataclasses.replace(k, annotations={**k.annotations, "layout_map": lm})
+
+    p = pipeline_for("cuda:sm_80").insert_after("InferLayouts", Pass("FourByOne", lambda f: FourByOne().visit(f)))
+    with pytest.raises(LayoutError, match="'C_local'") as e:
+        p.run(example("write_a_pass").matmul(128, 128, 128))
+    assert "gemm.py:" in str(e.value) and "T.gemm(A_shared, B_shared, C_local)" in str(e.value)

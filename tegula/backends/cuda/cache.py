@@ -32,8 +32,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import tegula
 from tegula import config
+from tegula.version import __version__
 
 _SOURCE = "kernel.cu"
 _CUBIN = "kernel.cubin"
@@ -58,7 +58,7 @@ def cache_dir() -> str:
 def cache_key(source: str, arch: str, options: Sequence[str] = (), version: Optional[str] = None) -> str:
     """sha256 hex digest of (source, arch, options, tegula version)."""
     h = hashlib.sha256()
-    fields = [f"format={_FORMAT}", source, arch, *options, "", version or tegula.__version__]
+    fields = [f"format={_FORMAT}", source, arch, *options, "", version or __version__]
     for field_ in fields:
         data = field_.encode()
         h.update(len(data).to_bytes(8, "little"))  # length-prefixed: no ambiguity between fields
@@ -241,7 +241,7 @@ def store(key: str, source: str, cubin: bytes, meta: Optional[Dict[str, Any]] = 
         return None
     try:
         src = source.encode()
-        record = {"format": _FORMAT, "key": key, "tegula_version": tegula.__version__,
+        record = {"format": _FORMAT, "key": key, "tegula_version": __version__,
                   "files": {_SOURCE: _sha(src), _CUBIN: _sha(cubin)}, "meta": dict(meta or {})}
         _write(os.path.join(tmp, _SOURCE), src)
         _write(os.path.join(tmp, _CUBIN), cubin)
