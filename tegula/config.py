@@ -18,9 +18,11 @@ TEGULA_DISABLE_CACHE   ``1`` to neither read nor write the disk cache
 TEGULA_TARGET          the target ``target="auto"`` (the default of ``tegula.jit`` / ``compile``) means:
                        ``cpu``, ``cuda``, ``cuda:sm_XX`` or ``cuda-emu`` (default ``auto``: CUDA
                        when a GPU is usable, else ``cpu``)
-TEGULA_VERIFY          ``1`` to verify the IR after every pass
-TEGULA_TRACE           a directory: dump the IR after every pass of every kernel compiled
-TEGULA_DEBUG           ``1`` to keep tegula's own frames in the tracebacks of kernel errors
+TEGULA_VERIFY          ``1`` to verify the IR after every pass (a VerifyError names the pass that
+                       broke it)
+TEGULA_TRACE           a directory: dump the IR after every pass of every kernel lowered
+TEGULA_DEBUG           ``1`` to keep tegula's own frames in the tracebacks of kernel errors, and to
+                       verify the IR after every pass
 TEGULA_POISON_OUTPUTS  ``1`` to fill outputs the runtime allocates with NaN (ints: a marker) before a
                        kernel runs, so elements it never writes show (tests turn it on)
 =====================  ===========================================================================

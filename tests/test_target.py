@@ -40,7 +40,15 @@ def double(func: PrimFunc) -> PrimFunc:
     return func
 
 
-TEST_PASSES = (PassSpec("Double", double, "stands in for a lowering"),)
+def note(func: PrimFunc, flag=None) -> PrimFunc:
+    return func
+
+
+TEST_PASSES = (
+    PassSpec("Double", double, "stands in for a lowering"),
+    PassSpec("OnlyA5", note, "runs for one machine", archs=("a5",),
+             config_options=(("flag", tegula.PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION),)),
+)
 
 
 class _Artifact:
@@ -60,7 +68,7 @@ def build(func, target, pass_configs, pipeline=None):
 @pytest.fixture
 def test_kind():
     declare(TargetKind("test-npu", f"{__name__}:build", runs_on_host=True,
-                       pipeline=f"{__name__}:TEST_PASSES", default_arch="a2"))
+                       pipeline=f"{__name__}:TEST_PASSES", archs=("a2", "a5")))
     yield KINDS["test-npu"]
     del KINDS["test-npu"]
 
@@ -69,6 +77,11 @@ def test_a_new_kind_is_one_row_of_data(test_kind, rng):
     assert kind_of(parse_target("test-npu")) is test_kind
     p = pipeline_for("test-npu")
     assert p.names() == ["Double"] and p.target == "test-npu:a2"
+    a5 = pipeline_for("test-npu:a5", {tegula.PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION: True})
+    assert a5.names() == ["Double", "OnlyA5"] and a5["OnlyA5"].options == {"flag": True}
+    assert pipeline_for("test-npu:a5")["OnlyA5"].options == {"flag": None}
+    with pytest.raises(ConfigError, match="test-npu:a2 or test-npu:a5"):
+        parse_target("test-npu:a9")
     assert builder_for(Target("test-npu")) is build
 
     @T.prim_func

@@ -87,7 +87,7 @@ class Pass:
             (other.name, other.fn, other._options)
 
     def __hash__(self) -> int:
-        return hash((self.name, self._options))
+        return hash(self.name)
 
     def __repr__(self) -> str:
         opts = "".join(f", {k}={v!r}" for k, v in self._options)
@@ -275,8 +275,9 @@ class PassSpec:
     """One row of a target's pipeline table.
 
     ``unless`` names a pass config that removes the pass when true, ``only_if`` one without which
-    the pass is left out; ``target_options`` names the options filled from the target
-    (``"arch"``).
+    it is left out; ``archs`` the archs it runs for (empty: every arch). ``target_options`` names
+    options filled from the target (``"arch"``); ``config_options`` pairs an option name with the
+    pass config that gives its value (None when unset).
     """
 
     name: str
@@ -284,13 +285,23 @@ class PassSpec:
     reason: str
     unless: Optional[str] = None
     only_if: Optional[str] = None
+    archs: tuple[str, ...] = ()
     target_options: tuple[str, ...] = ()
+    config_options: tuple[tuple[str, str], ...] = ()
 
-    def wanted(self, pass_configs: dict) -> bool:
-        """Whether the pass is in the pipeline under ``pass_configs``."""
+    def wanted(self, arch: Optional[str], pass_configs: dict) -> bool:
+        """Whether the pass is in the pipeline for ``arch`` under ``pass_configs``."""
+        if self.archs and arch not in self.archs:
+            return False
         if self.unless and pass_configs.get(self.unless):
             return False
         return not self.only_if or bool(pass_configs.get(self.only_if))
+
+    def make(self, facts: dict, pass_configs: dict) -> Pass:
+        """The Pass of this row, its options filled from ``facts`` and ``pass_configs``."""
+        options = {o: facts[o] for o in self.target_options}
+        options.update((o, pass_configs.get(key)) for o, key in self.config_options)
+        return Pass(self.name, self.fn, self.reason, **options)
 
 
 def _load(ref: str) -> Any:
@@ -316,8 +327,7 @@ def pipeline_for(target: Any, pass_configs: Optional[dict] = None) -> Pipeline:
         return Pipeline((), target=str(t))
     lowered = kind.lowering_target(t)
     facts = {"arch": lowered.arch}
-    passes = [Pass(row.name, row.fn, row.reason, **{o: facts[o] for o in row.target_options})
-              for row in _load(kind.pipeline) if row.wanted(cfg)]
+    passes = [row.make(facts, cfg) for row in _load(kind.pipeline) if row.wanted(lowered.arch, cfg)]
     return Pipeline(passes, target=str(lowered))
 
 
