@@ -53,9 +53,10 @@ def build_emu(func: PrimFunc, target: Target, pass_configs: dict,
                           bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)))
 
 
-@register("ascend-pto")
-def build_pto(func: PrimFunc, target: Target, pass_configs: dict) -> NpuSourceArtifact:
-    from tegula.backends.npu.pipeline import lower
+def build_pto(func: PrimFunc, target: Target, pass_configs: dict,
+              pipeline: Optional[Pipeline] = None) -> NpuSourceArtifact:
+    """The ``ascend-pto`` target's builder: ``pipeline`` (default: the NPU pipeline of the
+    target's machine), then the PTO C++ emitter."""
     from tegula.backends.npu.pto import emit
 
-    return NpuSourceArtifact(emit(lower(func, target, pass_configs), target), target)
+    return NpuSourceArtifact(emit(check_pipeline(pipeline, target, pass_configs).run(func), target), target)
