@@ -19,3 +19,20 @@ def test_gemm(ascend_example, target, num_stages):
 @pytest.mark.parametrize("target", TARGETS)
 def test_softmax(ascend_example, target):
     assert ascend_example("softmax").main(M=32, N=64, target=target) < 2e-3
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_flash_attention(ascend_example, target):
+    assert ascend_example("flash_attention").main(S=64, D=32, target=target) < 1e-2
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_rmsnorm(ascend_example, target):
+    assert ascend_example("rmsnorm").main(M=32, N=64, target=target) < 2e-3
+
+
+def test_every_ascend_example_is_tested():
+    import pathlib
+
+    names = sorted(p.stem for p in (pathlib.Path(__file__).resolve().parents[3] / "examples" / "ascend").glob("*.py"))
+    assert names == ["elementwise_add", "flash_attention", "gemm", "rmsnorm", "softmax"]

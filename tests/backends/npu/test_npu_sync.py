@@ -41,6 +41,13 @@ def _gemm_args(rng, M, N, K):
     return a, b, np.full((M, N), np.nan, np.float16)
 
 
+def _fa_args(rng, S, D, bm=32, bn=32):
+    qkv = [rng.standard_normal((S, D)).astype(np.float16) for _ in range(3)]
+    g = S // bm
+    return qkv + [np.zeros((g, bm, bn), np.float32), np.zeros((g, bm, bn), np.float16),
+                  np.zeros((g, bm, D), np.float32), np.full((S, D), np.nan, np.float16)]
+
+
 def _run(lowered, args, arch="a2a3", seed=0):
     execute(lowered, args, machine(arch), seed=seed)
 
@@ -69,7 +76,8 @@ def test_inserted_sync_is_race_free_under_several_orders(ascend_example, seed):
     np.testing.assert_allclose(c.astype(np.float64), a.astype(np.float64) @ b, rtol=2e-3, atol=2e-2)
 
 
-@pytest.mark.parametrize("example", ["gemm", "gemm_pipelined", "elementwise_add", "softmax"])
+@pytest.mark.parametrize("example", ["gemm", "gemm_pipelined", "elementwise_add", "softmax",
+                                     "flash_attention", "rmsnorm"])
 def test_deleting_any_inserted_flag_or_barrier_is_caught(ascend_example, example):
     """The mutation test: every inserted sync node is needed, and the emulator says so."""
     rng = np.random.default_rng()
@@ -80,6 +88,12 @@ def test_deleting_any_inserted_flag_or_barrier_is_caught(ascend_example, example
     elif example == "elementwise_add":
         f = ex.elementwise_add(64, 128, hand_sync=False)
         make = lambda: [rng.standard_normal((64, 128)).astype(np.float16) for _ in range(3)]  # noqa: E731
+    elif example == "rmsnorm":
+        f = ex.rmsnorm(16, 64)
+        make = lambda: [rng.standard_normal(s).astype(np.float16) for s in ((16, 64), (1, 64), (16, 64))]  # noqa: E731
+    elif example == "flash_attention":
+        f = ex.flash_attention(64, 32)
+        make = lambda: _fa_args(rng, 64, 32)  # noqa: E731
     else:
         f = ex.softmax(16, 64)
         make = lambda: [rng.standard_normal((16, 64)).astype(np.float16) for _ in range(2)]  # noqa: E731
@@ -208,3 +222,15 @@ def test_pipelined_loop_gets_ring_flags_one_per_version(ascend_example):
     ring = [n for n in nodes if isinstance(n, WaitFlag) and (n.src, n.dst) == ("MTE1", "MTE2")
             and not hasattr(n.id, "value")]
     assert len(ring) == 1 and "k % 3" in str(ring[0].id)
+
+
+def test_deleting_a_cross_core_flag_of_flash_attention_is_caught(ascend_example):
+    from tegula.ir.npu import SetCrossFlag, WaitCrossFlag
+
+    rng = np.random.default_rng()
+    low = lower(ascend_example("flash_attention").flash_attention(64, 32), Target("ascend-emu", "a2a3"), AUTO)
+    cross = [n for n in _sync_nodes(low, auto_only=False) if isinstance(n, (SetCrossFlag, WaitCrossFlag))]
+    assert len(cross) == 6
+    for victim in cross:
+        with pytest.raises((RaceError, SyncError)):
+            _run(low.with_body(_Drop(victim).visit(low.body)), _fa_args(rng, 64, 32))

@@ -244,7 +244,7 @@ class _Sync:
                 self.add_order(st, s.src, s.dst, st.last_set[(s.src, s.dst)])
         elif isinstance(s, PipeBarrier):
             self.add_order(st, s.pipe, s.pipe, self.seq)
-        elif isinstance(s, (BarrierAll, WaitCrossFlag)):
+        elif isinstance(s, BarrierAll):
             st.all_before = self.seq
 
     def stmt(self, s: Stmt) -> Stmt:
