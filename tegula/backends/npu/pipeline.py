@@ -12,6 +12,7 @@ from tegula.target import Target
 from tegula.transform.pipeline import PassSpec, Pipeline, check_pipeline
 
 from tegula.backends.npu.machine import machine
+from tegula.backends.npu.passes.assign_npu_scopes import assign_npu_scopes
 from tegula.backends.npu.passes.check_paths import check_npu_ops
 from tegula.backends.npu.passes.infer_core_scope import infer_core_scope
 from tegula.backends.npu.passes.infer_fractal_layout import infer_fractal_layout
@@ -31,12 +32,16 @@ def plan_memory_on(func: PrimFunc, arch: str) -> PrimFunc:
     return plan_npu_memory(func, machine(arch))
 
 
-def insert_sync_on(func: PrimFunc, arch: str) -> PrimFunc:
-    """InsertSync on the machine ``arch`` names."""
-    return insert_sync(func, machine(arch))
+def insert_sync_on(func: PrimFunc, arch: str, every_kernel: Optional[bool] = None) -> PrimFunc:
+    """InsertSync on the machine ``arch`` names: on every kernel with ``tl.ascend_auto_sync``,
+    else on developer-level kernels only (they have no flags of their own)."""
+    return insert_sync(func, machine(arch), every_kernel=bool(every_kernel))
 
 
 NPU_PASSES: tuple[PassSpec, ...] = (
+    PassSpec("AssignNpuScopes", assign_npu_scopes,
+             "developer-level kernels: NPU memories by use, the grid flattened, vector code on "
+             "the first vector core"),
     PassSpec("InferCoreScope", infer_core_scope,
              "every tile op and flag inside the T.Scope of the core that runs it"),
     PassSpec("CheckNpuOps", check_ops_on,
@@ -53,7 +58,8 @@ NPU_PASSES: tuple[PassSpec, ...] = (
              target_options=("arch",)),
     PassSpec("InsertSync", insert_sync_on,
              "flags between pipes, barriers within MTE/FIX pipes, ring flags across loop iterations",
-             only_if=PassConfigKey.TL_ASCEND_AUTO_SYNC, target_options=("arch",)),
+             target_options=("arch",),
+             config_options=(("every_kernel", PassConfigKey.TL_ASCEND_AUTO_SYNC),)),
 )
 
 

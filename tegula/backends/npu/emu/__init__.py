@@ -17,6 +17,7 @@ import numpy as np
 
 from tegula.errors import ArgumentError, RaceError, ResourceError
 from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Var
 from tegula.ir.npu import NpuKernel
 from tegula.ir.stmt import PrimFunc
 from tegula.ir.visitor import post_order_visit
@@ -60,11 +61,15 @@ def execute(func: PrimFunc, args: Sequence[Any], machine: Any, seed: int = 0,
     globals_: dict = {}
     for p, a in zip(func.params, args):
         if isinstance(p, Buffer):
-            if not isinstance(a, np.ndarray) or a.dtype != p.dtype.np or tuple(a.shape) != tuple(p.shape):
+            if not isinstance(a, np.ndarray) or a.dtype != p.dtype.np or a.ndim != len(p.shape) or \
+                    any(isinstance(d, int) and d != n for d, n in zip(p.shape, a.shape)):
                 raise ArgumentError(f"{func.name}: parameter '{p.name}' expects a {p.dtype.name} array "
                                     f"of shape {tuple(p.shape)}")
             globals_[p] = a
             env[ctx.slot(p)] = a
+            for d, n in zip(p.shape, a.shape):  # dynamic dimensions bind from the argument
+                if isinstance(d, Var):
+                    env[ctx.slot(d)] = np_scalar(d.dtype, n)
         else:
             env[ctx.slot(p)] = np_scalar(p.dtype, a)
     kernels: list = []

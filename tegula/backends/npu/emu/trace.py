@@ -20,11 +20,12 @@ from tegula.ir.npu import (BarrierAll, CoreScope, Mma, PipeBarrier, SetCrossFlag
                            WaitCrossFlag, WaitFlag)
 from tegula.ir.stmt import (BufferStore, Copy, Fill, For, IfThenElse, LetStmt, Reduce, SeqStmt,
                             Stmt, While)
-from tegula.backends.closure import compile_expr
+from tegula.backends.closure import MASK, compile_expr, compile_stmt
 from tegula.backends.interp.context import Ctx
 from tegula.backends.npu import semantics
 from tegula.backends.npu.layout import ND
-from tegula.backends.npu.passes.insert_sync import pipe_of
+from tegula.backends.npu.passes.insert_sync import pipe_of, region_accesses
+from tegula.backends.npu.passes.plan_memory import buffer_bytes
 
 
 @dataclass
@@ -117,6 +118,8 @@ class Issuer:
                 self.stmt(s.body)
         elif isinstance(s, LetStmt):
             env[self.ctx.slot(s.var)] = self.val(s.value, env)
+        elif isinstance(s, For) and s.kind == "parallel":
+            self.out.append(self.parallel(s))
         elif isinstance(s, For):
             slot = self.ctx.slot(s.var)
             b, n = int(self.val(s.start, env)), int(self.val(s.extent, env))
@@ -151,6 +154,28 @@ class Issuer:
             raise UnsupportedError(f"the Ascend emulator cannot run {type(s).__name__}", s.span)
 
     # -- tile operations -----------------------------------------------------------------------
+    def parallel(self, s: For) -> Instr:
+        """A T.Parallel nest over UB buffers: one vector instruction, run by the interpreter's
+        rule on views of the buffers' bytes, with the scalars of the moment it was issued."""
+        fn = self._fns.get(id(s))
+        if fn is None:
+            fn = self._fns[id(s)] = compile_stmt(s, self.ctx.child(in_parallel=False, loop_ok=False,
+                                                                    masked=False, flags={}))
+        snap = list(self.env)
+        reads: list = []
+        writes: list = []
+        for r, write in region_accesses(s):
+            b = r.buffer
+            snap[self.ctx.slot(b)] = self.mem.elems(b).reshape(tuple(b.shape))
+            lo = self.offsets[b]
+            entry = (self.mem.key(b, self.core), lo, lo + buffer_bytes(b, self.layouts), b.name)
+            (writes if write else reads).append(entry)
+
+        def run() -> None:
+            snap[MASK] = None
+            fn(snap)
+        return Instr("op", "V", s, run, reads, writes)
+
     def region(self, r: BufferRegion, node: Any) -> tuple:
         """(index array of the region's elements in the buffer's storage, valid mask or None,
         byte range) with starts evaluated now."""

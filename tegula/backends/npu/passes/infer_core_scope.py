@@ -68,6 +68,8 @@ def op_cores(s: Stmt) -> set:
 def _cores(s: Stmt) -> set:
     if isinstance(s, CoreScope):
         return {s.kind}
+    if isinstance(s, For) and s.kind == "parallel":  # a T.Parallel nest: vector instructions
+        return {"V"}
     if isinstance(s, SeqStmt):
         return set().union(*(_cores(x) for x in s.stmts)) if s.stmts else set()
     if isinstance(s, (For, While)):
@@ -115,6 +117,8 @@ def _wrap(s: Stmt) -> Stmt:
     cores = _cores(s)
     if not cores or isinstance(s, (BarrierAll, WaitCrossFlag)):
         return s
+    if isinstance(s, For) and s.kind == "parallel":
+        return CoreScope("V", s, span=s.span)
     if len(cores) == 1 and not isinstance(s, SeqStmt) and not _has_scope(s):
         (k,) = cores
         check_scope(k, s)

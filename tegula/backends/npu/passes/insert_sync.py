@@ -43,11 +43,11 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tegula.ir.buffer import Buffer
-from tegula.ir.expr import Const, Expr
+from tegula.ir.expr import BufferLoad, Const, Expr
 from tegula.ir.npu import (BARRIER_PIPES, FLAG_IDS, BarrierAll, CoreScope, Mma, NpuKernel,
                            PipeBarrier, SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
 from tegula.ir.expr import const
-from tegula.ir.stmt import (Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce, SeqStmt, Stmt, TileOp,
+from tegula.ir.stmt import (BufferStore, Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce, SeqStmt, Stmt, TileOp,
                             While, seq)
 from tegula.ir.visitor import Mutator, post_order_visit
 from tegula.backends.npu.passes.multi_buffer import VERSIONS
@@ -60,7 +60,7 @@ def pipe_of(s: Stmt, m: Any) -> str:
     if isinstance(s, Copy):
         p = m.path(s.src.buffer.scope, s.dst.buffer.scope)
         return p.pipe if p is not None else "MTE2"
-    if isinstance(s, Mma):
+    if isinstance(s, Mma) or (isinstance(s, Fill) and s.dst.buffer.scope == "l0c"):
         return "M"
     return "V"
 
@@ -76,6 +76,12 @@ def region_accesses(s: Stmt) -> list:
 
 
 def _raw_accesses(s: Stmt) -> list:
+    if isinstance(s, For):  # a T.Parallel nest: the buffers it loads and stores, whole
+        out: dict = {}
+        post_order_visit(s.body, lambda n: out.setdefault((n.buffer, isinstance(n, BufferStore)), 1)
+                         if isinstance(n, (BufferLoad, BufferStore)) and n.buffer.scope != "local.var"
+                         else None)
+        return [(b.region(), w) for b, w in out]
     if isinstance(s, Copy):
         return [(s.src, False), (s.dst, True)]
     if isinstance(s, Mma):
@@ -256,6 +262,10 @@ class _Sync:
             body = self.block([s.body])
             self.kind, self.scope_depth = old, old_depth
             return dataclasses.replace(s, body=body)
+        if isinstance(s, For) and s.kind == "parallel":
+            if self.kind is not None:
+                self.op(s)
+            return s
         if isinstance(s, For):
             return self.loop(s)
         if isinstance(s, While):
@@ -320,7 +330,7 @@ class _Sync:
             elif isinstance(n, (SetFlag, WaitFlag, PipeBarrier, BarrierAll, WaitCrossFlag)):
                 if self.kind is not None:
                     self.hand(n)
-            elif isinstance(n, TileOp) and self.kind is not None:
+            elif isinstance(n, (TileOp, For)) and self.kind is not None:
                 st = self.states.setdefault(self.kind, CoreState())
                 q = pipe_of(n, self.m)
                 for r, write in region_accesses(n):
@@ -399,6 +409,8 @@ def _walk_ops(s: Any, visit: Any) -> None:
     elif isinstance(s, SeqStmt):
         for x in s.stmts:
             _walk_ops(x, visit)
+    elif isinstance(s, For) and s.kind == "parallel":
+        visit(s)
     elif isinstance(s, (For, While)):
         _walk_ops(s.body, visit)
     elif isinstance(s, IfThenElse):
@@ -411,7 +423,8 @@ def _walk_ops(s: Any, visit: Any) -> None:
 
 def _has_ops(s: Stmt) -> bool:
     found = []
-    post_order_visit(s, lambda n: found.append(1) if isinstance(n, TileOp) else None)
+    post_order_visit(s, lambda n: found.append(1) if isinstance(n, TileOp) or
+                     (isinstance(n, For) and n.kind == "parallel") else None)
     return bool(found)
 
 
@@ -431,10 +444,13 @@ def insert_sync_kernel(k: NpuKernel, m: Any) -> NpuKernel:
     return dataclasses.replace(k, body=_Sync(m, _reserved(k)).block([k.body]))
 
 
-def insert_sync(func: PrimFunc, m: Any) -> PrimFunc:
-    """InsertSync over every NPU kernel of ``func`` for machine ``m``."""
+def insert_sync(func: PrimFunc, m: Any, every_kernel: bool = True) -> PrimFunc:
+    """InsertSync over the NPU kernels of ``func`` for machine ``m``: all of them, or only those
+    marked ``auto_sync`` (developer-level kernels, which have no flags of their own)."""
     class _Kernels(Mutator):
         def visit_NpuKernel(self, k: NpuKernel) -> Stmt:
+            if not every_kernel and not k.annotations.get("auto_sync"):
+                return k
             return insert_sync_kernel(k, m)
     return func.with_body(_Kernels().visit(func.body))
 
