@@ -236,11 +236,19 @@ def _merge_div_mod(lin: Linear) -> Linear:
 
 
 def from_linear(lin: Linear, dtype: dt.DType) -> Expr:
-    """Rebuild a linear form: positive terms first, then negative ones, the constant last."""
+    """Rebuild a linear form: positive terms first, then negative ones, the constant last.
+
+    Coefficients and the constant are taken modulo the dtype's width (the arithmetic wraps), and
+    the most negative value, whose negation is itself, is always added: so rebuilding is stable.
+    """
     terms, k = lin
-    live = [(t, c) for t, c in terms.values() if c != 0]
-    pos = [(t, c) for t, c in live if c > 0]
-    neg = [(t, -c) for t, c in live if c < 0]
+    wrap = ops.wrapper(dtype)
+    most_negative = -(1 << (dtype.bits - 1)) if dtype.kind == "int" else None
+    k = wrap(k)
+    live = [(t, wrap(c)) for t, c in terms.values()]
+    live = [(t, c) for t, c in live if c != 0]
+    pos = [(t, c) for t, c in live if c > 0 or c == most_negative]
+    neg = [(t, -c) for t, c in live if c < 0 and c != most_negative]
 
     def times(t: Expr, c: int) -> Expr:
         return t if c == 1 else BinOp("mul", t, Const(c, dtype))
@@ -248,7 +256,7 @@ def from_linear(lin: Linear, dtype: dt.DType) -> Expr:
     acc: Optional[Expr] = None
     for t, c in pos:
         acc = times(t, c) if acc is None else BinOp("add", acc, times(t, c))
-    if acc is None and k > 0:
+    if acc is None and (k > 0 or k == most_negative):
         acc, k = Const(k, dtype), 0
     for t, c in neg:
         if acc is None:
@@ -257,7 +265,7 @@ def from_linear(lin: Linear, dtype: dt.DType) -> Expr:
             acc = BinOp("sub", acc, times(t, c))
     if acc is None:
         return Const(k, dtype)
-    if k > 0:
+    if k > 0 or k == most_negative:
         return BinOp("add", acc, Const(k, dtype))
     if k < 0:
         return BinOp("sub", acc, Const(-k, dtype))

@@ -225,3 +225,16 @@ def test_simplify_stmt_uses_loop_and_block_ranges():
     assert simplify_stmt(out) is out
     copy = out.body.body.body.body.stmts[-1]
     assert copy.src.extents == (16,) and isinstance(copy.src.extents[0], int)
+
+
+def test_sums_with_wrapping_constants_reach_a_fixed_point():
+    """The most negative int32 is its own negation: rebuilding a sum with it must not loop."""
+    x = Var("x")
+    lo = -(2**31)
+    for e in (x * 65536 + c(lo), x - c(lo), c(lo) - x, x * c(lo) + 1, (x + c(2**31 - 1)) + 1):
+        out = simplify(e)
+        assert simplify(out) is out or str(simplify(out)) == str(out)
+    assert str(simplify(x * 65536 + c(lo))) == "x * 65536 + -2147483648"
+    assert str(simplify((x + c(2**31 - 1)) + 1)) == "x + -2147483648"
+    u = Var("u", E.dt.uint32)
+    assert str(simplify(u - c(1, "uint32") + c(1, "uint32"))) == "u"
