@@ -28,6 +28,11 @@ def enable_cache() -> None:
     config.settings = dataclasses.replace(config.settings, disable_cache=False)
 from tegula import language  # noqa: F401
 from tegula.autotuner import autotune
+from tegula.compat.alias import install_tvm_fallback as _install_tvm_fallback
+from tegula.compat.datatype import DataType
+from tegula.compat.math import cdiv
 
-__all__ = ["jit", "compile", "JITKernel", "JITFunction", "PassConfigKey", "TensorSupplyType",
+_install_tvm_fallback()  # `import tvm` means tegula's small namespace only while tegula is `tilelang`
+
+__all__ = ["jit", "compile", "JITKernel", "JITFunction", "PassConfigKey", "TensorSupplyType", "DataType", "cdiv",
            "disable_cache", "enable_cache", "errors", "language", "layout", "__version__"]

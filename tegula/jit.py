@@ -92,9 +92,11 @@ class JITFunction:
         return k
 
     # -- eager --------------------------------------------------------------------------------
-    def _split(self, args: tuple, kwargs: dict) -> tuple[dict, dict]:
+    def _split(self, args: tuple, kwargs: dict, partial: bool = False) -> tuple[dict, dict]:
+        """Tensor and other arguments; with ``partial`` tensors may be left out (their
+        annotations must then have static shapes)."""
         try:
-            ba = self.signature.bind(*args, **kwargs)
+            ba = (self.signature.bind_partial if partial else self.signature.bind)(*args, **kwargs)
         except TypeError as e:
             raise ArgumentError(f"{self.func.__name__}(): {e}") from None
         ba.apply_defaults()
@@ -158,9 +160,18 @@ class JITFunction:
                 raise KernelTypeError(f"@tegula.jit factory '{self.func.__name__}' returned "
                                       f"{type(prim).__name__}, not a @T.prim_func")
             return prim
-        tensors, others = self._split(args, kwargs)
-        info = {n: (tuple(int(x) for x in t.shape), str(t.dtype)) for n, t in tensors.items()}
+        tensors, others = self._split(args, kwargs, partial=True)
+        info = {n: (tuple(int(x) for x in t.shape), str(t.dtype)) if n in tensors else None
+                for n in self.tensor_names}
         return trace_eager(self.func, others, info, {}).func
+
+    def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
+        """The source of the kernel these arguments build (lazy: the factory's arguments;
+        eager: the call's tensors and arguments), without running it."""
+        if not self.eager:
+            return self._lazy(args, kwargs).get_kernel_source()
+        tensors, others = self._split(args, kwargs)
+        return self._eager_kernel(tensors, others, {}).get_kernel_source()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.eager:
@@ -168,6 +179,11 @@ class JITFunction:
         tensors, others = self._split(args, kwargs)
         kernel = self._eager_kernel(tensors, others, {})
         return kernel(*[tensors[n] for n in self.tensor_names])
+
+
+# TileLang's names for these objects (``from tilelang.jit import JITImpl, JITKernel``)
+JITImpl = JITFunction
+__all__ = ["jit", "compile", "JITFunction", "JITImpl", "JITKernel"]
 
 
 def jit(func: Optional[Callable] = None, *, out_idx: Union[None, int, Sequence[int]] = None,

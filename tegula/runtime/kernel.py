@@ -63,8 +63,11 @@ class JITKernel:
         self._plans: dict = {}
 
     @property
-    def params(self) -> tuple:
-        return self.func.params
+    def params(self) -> list:
+        """The parameters as :class:`~tegula.runtime.params.KernelParam` (name, shape, dtype)."""
+        from tegula.runtime.params import KernelParam
+
+        return [KernelParam.of(p) for p in self.func.params]
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         if kwargs:

@@ -120,35 +120,70 @@ class Profiler:
 
     def do_bench(self, func: Optional[Callable] = None, warmup: float = 25, rep: float = 100,
                  n_warmup: int = 0, n_repeat: int = 0, input_tensors: Optional[Sequence[Any]] = None,
-                 **_: Any) -> float:
-        """Median time in milliseconds. ``warmup`` and ``rep`` are time budgets in ms (at least one run
-        each); ``n_warmup`` / ``n_repeat`` fix the counts instead."""
+                 backend: str = "event", quantiles: Optional[Sequence[float]] = None,
+                 return_mode: str = "median", **_: Any) -> Any:
+        """Time the kernel (or ``func``) on the profiler's inputs: the median in milliseconds by
+        default (``return_mode``, ``quantiles`` as for :func:`do_bench`). ``warmup`` and ``rep``
+        are time budgets in ms (at least one run each); ``n_warmup`` / ``n_repeat`` fix the counts
+        instead. ``backend`` ("event", "cupti", "cudagraph", "wall") is accepted: CUDA events
+        time GPU kernels, the wall clock the interpreter."""
         ins = list(input_tensors) if input_tensors is not None else self.make_inputs()
         fn = (lambda: func(*ins)) if func is not None else (lambda: self.kernel(*ins))
-        sync = _synchronizer(self.kernel.device)
-        if self.kernel.device != "cpu":
-            return _bench_events(fn, warmup, rep, n_warmup, n_repeat)
+        times = bench_times(fn, warmup, rep, n_warmup, n_repeat, gpu=self.kernel.device != "cpu")
+        return summarize(times, return_mode, quantiles)
+
+
+_RETURN_MODES = ("min", "max", "mean", "median")
+
+
+def summarize(times: Sequence[float], return_mode: str = "mean",
+              quantiles: Optional[Sequence[float]] = None) -> Any:
+    """``quantiles`` of ``times`` (a list) when given, else their min / max / mean / median."""
+    if quantiles is not None:
+        arr = np.asarray(times, dtype=np.float64)
+        return [float(np.quantile(arr, q)) for q in quantiles]
+    if return_mode not in _RETURN_MODES:
+        raise ArgumentError(f"do_bench: return_mode must be one of {', '.join(_RETURN_MODES)}, got {return_mode!r}")
+    return float({"min": min, "max": max, "mean": statistics.fmean,
+                  "median": statistics.median}[return_mode](times))
+
+
+def bench_times(fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int = 0, n_repeat: int = 0,
+                gpu: bool = False) -> list:
+    """Milliseconds of each timed call of ``fn``: CUDA events around each call on the GPU (the
+    host's launch overhead between calls does not count), the wall clock otherwise."""
+    if gpu:
+        return _bench_events(fn, warmup, rep, n_warmup, n_repeat)
+    t0 = time.perf_counter()
+    fn()
+    first = (time.perf_counter() - t0) * 1e3
+    nw = n_warmup or max(0, int(warmup / max(first, 1e-3)) - 1)
+    for _ in range(min(nw, 1000)):
+        fn()
+    nr = n_repeat or max(1, int(rep / max(first, 1e-3)))
+    times = []
+    for _ in range(min(nr, 10000)):
         t0 = time.perf_counter()
         fn()
-        sync()
-        first = (time.perf_counter() - t0) * 1e3
-        nw = n_warmup or max(0, int(warmup / max(first, 1e-3)) - 1)
-        for _ in range(min(nw, 1000)):
-            fn()
-        sync()
-        nr = n_repeat or max(1, int(rep / max(first, 1e-3)))
-        times = []
-        for _ in range(min(nr, 10000)):
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
 
 
-def _bench_events(fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int) -> float:
-    """Median milliseconds of ``fn`` on the GPU, timed with CUDA events around each call (so
-    the host's launch overhead between calls does not count)."""
+def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100, _n_warmup: int = 0,
+             _n_repeat: int = 0, quantiles: Optional[Sequence[float]] = None, fast_flush: bool = True,
+             backend: str = "event", return_mode: str = "mean", device: Any = None, **_: Any) -> Any:
+    """Time ``fn()`` (TileLang's ``tilelang.profiler.do_bench``): milliseconds, the ``return_mode``
+    of the timed runs (``"mean"`` by default) or a list of ``quantiles``. On a GPU each run is timed
+    with CUDA events (``backend`` "event", "cupti" and "cudagraph" all do that); without one, or
+    with ``backend="wall"`` or a CPU ``device``, with the wall clock. ``fast_flush`` is accepted."""
+    from tegula.target import gpu_available
+
+    gpu = backend != "wall" and gpu_available() and (device is None or "cpu" not in str(device))
+    return summarize(bench_times(fn, warmup, rep, _n_warmup, _n_repeat, gpu), return_mode, quantiles)
+
+
+def _bench_events(fn: Callable[[], Any], warmup: float, rep: float, n_warmup: int, n_repeat: int) -> list:
+    """Milliseconds of each timed call of ``fn`` on the GPU, timed with CUDA events."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -166,15 +201,7 @@ def _bench_events(fn: Callable[[], Any], warmup: float, rep: float, n_warmup: in
         fn()
         b.record()
     torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in pairs)
-
-
-def _synchronizer(device: str) -> Callable[[], None]:
-    if device == "cpu":
-        return lambda: None
-    import torch
-
-    return torch.cuda.synchronize
+    return [a.elapsed_time(b) for a, b in pairs]
 
 
 def _as_f64(x: Any) -> np.ndarray:

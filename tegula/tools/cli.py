@@ -155,6 +155,19 @@ def _cache(args: argparse.Namespace) -> int:
     return 1 if report.bad else 0
 
 
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", metavar="MODULE", dest="module", default=None,
+                   help="run a module as __main__ instead of a file (e.g. -m pytest)")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="PROG.py [ARGS...]",
+                   help="the program and its arguments")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tegula.compat import run
+
+    return run.main((["-m", args.module] if args.module else []) + list(args.args))
+
+
 COMMANDS: list[Command] = [
     Command("demo", "compile and run a GEMM, a row softmax and a flash-attention forward",
             "Builds three small kernels for the target, runs each on random inputs, checks it "
@@ -177,6 +190,11 @@ COMMANDS: list[Command] = [
             "metadata, key, format), removes the bad ones and the leftovers of crashed writers, and "
             "exits 1 when it found a bad entry; 'clear' removes everything.",
             _cache_arguments, _cache),
+    Command("run", "run a TileLang program unchanged, with `import tilelang` meaning tegula",
+            "Runs PROG.py (or, with -m, a module such as pytest) as __main__ in this process after "
+            "making `import tilelang` and every `tilelang.X` resolve to tegula (and `tvm` to "
+            "tegula's small compatibility namespace when no TVM is installed). The exit code is "
+            "the program's.", _run_arguments, _run),
 ]
 
 
@@ -196,6 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return its exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"] and argv[1:2] not in (["-h"], ["--help"]):
+        from tegula.compat import run  # everything after `run` belongs to the program
+
+        return run.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

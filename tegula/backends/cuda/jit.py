@@ -7,6 +7,7 @@ running the artifact then needs a GPU and raises a clear error without one.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -15,7 +16,7 @@ from tegula.ir.stmt import PrimFunc
 from tegula.target import Target
 from tegula.transform.pipeline import Pipeline, check_pipeline
 from tegula.backends.cuda.codegen import CudaModule, codegen
-from tegula.backends.cuda import cache
+from tegula.backends.cuda import cache, postproc
 from tegula.backends.cuda.compiler import CompileResult, compile_cuda, detect_arch
 
 
@@ -74,6 +75,9 @@ def _options(pass_configs: dict) -> tuple[list[str], bool]:
     options = ["-lineinfo"]
     if pass_configs.get("tl.enable_ptxas_verbose_output"):
         options.append("--ptxas-options=-v")
+    extra = pass_configs.get("tl.device_compile_flags")
+    if extra:
+        options.extend(extra.split() if isinstance(extra, str) else [str(f) for f in extra])
     fast = bool(pass_configs.get("tl.enable_fast_math")) and not pass_configs.get("tl.disable_fast_math")
     return options, fast
 
@@ -82,6 +86,8 @@ def build_lowered(func: PrimFunc, arch: str, pass_configs: Optional[dict] = None
     """Codegen and compile an already lowered (thread-level) ``func`` for ``arch``."""
     cfg = dict(pass_configs or {})
     module = codegen(func, Target("cuda", arch), cfg)
+    if postproc.active():
+        module = dataclasses.replace(module, source=postproc.apply(module.source, Target("cuda", arch)))
     options, fast = _options(cfg)
     result = compile_cuda(module.source, arch, options=options, name=func.name, fast_math=fast,
                           use_cache=True)
@@ -155,7 +161,7 @@ def build(func: PrimFunc, target: Target, pass_configs: dict,
     arch = resolve_arch(target)
     target = Target("cuda", arch)
     pipeline = check_pipeline(pipeline, target, pass_configs)
-    use_cache = not config.get().disable_cache
+    use_cache = not config.get().disable_cache and not postproc.active()
     key = _ir_key(func, arch, pass_configs, pipeline) if use_cache else ""
     if use_cache:
         hit = cache.load(key)

@@ -1,0 +1,114 @@
+"""The name ``tilelang`` for tegula, on request: :func:`alias_tilelang` (in-process) and
+``python -m tegula run`` (a program or ``-m module``).
+
+Under the alias ``import tilelang`` gives the ``tegula`` package and every ``tilelang.X`` is the
+module ``tegula.X`` itself (``tilelang.language is tegula.language``): the paths TileLang programs
+import (``tilelang.testing``, ``tilelang.profiler``, ``tilelang.carver.arch``...) exist in tegula
+under the same names. Nothing is registered under ``tilelang`` until the alias is asked for.
+
+TileLang programs also say ``import tvm`` / ``from tvm import DataType`` once ``tilelang`` is
+imported (TileLang ships a TVM). While tegula stands in for ``tilelang`` and no real ``tvm`` is
+installed, ``tvm`` resolves to tegula's small compatibility namespace :mod:`tegula.compat.tvm`.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from types import ModuleType
+from typing import Optional, Sequence
+
+ALIAS = "tilelang"
+TVM = "tvm"
+
+
+class _Renamed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``<alias>.X`` and loads it as the already-existing module ``<target>.X``."""
+
+    def __init__(self, alias: str, target: str):
+        self.alias, self.target = alias, target
+        self._modules: dict[str, ModuleType] = {}
+        self._specs: dict[str, Optional[importlib.machinery.ModuleSpec]] = {}
+
+    def find_spec(self, name: str, path: Optional[Sequence[str]] = None,
+                  target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
+        if name != self.alias and not name.startswith(self.alias + "."):
+            return None
+        try:
+            module = importlib.import_module(self.target + name[len(self.alias):])
+        except ModuleNotFoundError:
+            return None
+        self._modules[name] = module
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        module = self._modules.pop(spec.name)
+        # the import system sets __spec__ on the module we return: keep the real one's
+        self._specs[spec.name] = getattr(module, "__spec__", None)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        spec = self._specs.pop(module.__spec__.name, None)
+        if spec is not None:
+            module.__spec__ = spec
+
+
+class _TvmFallback(importlib.abc.MetaPathFinder):
+    """``tvm`` as :mod:`tegula.compat.tvm`, only while ``tilelang`` is tegula and no real TVM is
+    found by the finders before this one (it sits last on ``sys.meta_path``)."""
+
+    def find_spec(self, name: str, path: Optional[Sequence[str]] = None,
+                  target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
+        if name != TVM and not name.startswith(TVM + "."):
+            return None
+        if sys.modules.get(ALIAS) is not sys.modules.get("tegula"):
+            return None
+        return _Renamed(TVM, "tegula.compat.tvm").find_spec(name)
+
+
+def _installed(kind: type) -> bool:
+    return any(isinstance(f, kind) for f in sys.meta_path)
+
+
+def install_tvm_fallback() -> None:
+    """Put the ``tvm`` fallback finder at the end of ``sys.meta_path`` (idempotent). It answers
+    only while :func:`is_aliased` holds, so it changes nothing for programs that use tegula."""
+    if not _installed(_TvmFallback):
+        sys.meta_path.append(_TvmFallback())
+
+
+def is_aliased() -> bool:
+    """True when ``import tilelang`` gives tegula in this process."""
+    return sys.modules.get(ALIAS) is sys.modules.get("tegula") is not None
+
+
+def alias_tilelang() -> ModuleType:
+    """Make ``import tilelang`` (and every ``tilelang.X``) resolve to tegula in this process;
+    returns the ``tegula`` package. Raises ImportError when another ``tilelang`` is already
+    imported (an alias would leave two halves of two packages)."""
+    import tegula
+
+    current = sys.modules.get(ALIAS)
+    if current is not None and current is not tegula:
+        raise ImportError(f"a module named {ALIAS!r} is already imported "
+                          f"({getattr(current, '__file__', current)!r}); alias tilelang to tegula "
+                          "before anything imports it")
+    if not any(isinstance(f, _Renamed) and f.alias == ALIAS for f in sys.meta_path):
+        sys.meta_path.insert(0, _Renamed(ALIAS, "tegula"))
+    install_tvm_fallback()
+    sys.modules[ALIAS] = tegula
+    return tegula
+
+
+def unalias_tilelang() -> None:
+    """Undo :func:`alias_tilelang`: forget ``tilelang`` and ``tvm`` modules that are tegula's."""
+    import tegula
+
+    sys.meta_path[:] = [f for f in sys.meta_path if not (isinstance(f, _Renamed) and f.alias == ALIAS)]
+    for name, mod in list(sys.modules.items()):
+        own = getattr(mod, "__name__", "").startswith("tegula")
+        if (name == ALIAS or name.startswith(ALIAS + ".") or name == TVM or name.startswith(TVM + ".")) and own:
+            del sys.modules[name]
+    assert ALIAS not in sys.modules or sys.modules[ALIAS] is not tegula

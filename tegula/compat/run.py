@@ -1,0 +1,52 @@
+"""``python -m tegula run``: run a TileLang program, unchanged, with ``tilelang`` meaning tegula.
+
+    python -m tegula run prog.py [args...]       runs prog.py as __main__ (sys.argv = [prog.py, args...])
+    python -m tegula run -m pytest [args...]     runs a module as __main__ (here: pytest)
+
+The alias (:func:`tegula.compat.alias.alias_tilelang`) is installed first, in this process only.
+"""
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from typing import Sequence
+
+from tegula.compat.alias import alias_tilelang
+
+USAGE = "usage: python -m tegula run PROG.py [ARGS...] | python -m tegula run -m MODULE [ARGS...]"
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run a program or a module (``-m NAME``) with the alias; returns its exit status."""
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] == "-m" and len(argv) < 2:
+        print(USAGE, file=sys.stderr if not argv or argv[0] == "-m" else sys.stdout)
+        return 2 if not argv or argv[0] == "-m" else 0
+    alias_tilelang()
+    try:
+        if argv[0] == "-m":
+            module = argv[1]
+            sys.argv = [module] + argv[2:]
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            path = argv[0]
+            if not os.path.exists(path):
+                print(f"python -m tegula run: no such file: {path}", file=sys.stderr)
+                return 2
+            sys.argv = argv
+            sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+            runpy.run_path(path, run_name="__main__")
+    except SystemExit as e:
+        return _exit_code(e)
+    return 0
