@@ -24,6 +24,8 @@ only when every configuration does. A progress bar goes to stderr.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import contextvars
 import functools
 import inspect
 import os
@@ -33,6 +35,22 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 from tegula.autotuner import cache as result_cache
 from tegula.errors import ArgumentError, TegulaError
+
+
+_TUNE_INPUTS: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("tegula_autotune_inputs",
+                                                                             default=None)
+
+
+@contextlib.contextmanager
+def set_autotune_inputs(*args: Any) -> Any:
+    """Within the block, autotuning times and checks every configuration on these inputs (the
+    kernel's inputs in order, or one list of them) instead of random ones."""
+    values = list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
+    token = _TUNE_INPUTS.set(values)
+    try:
+        yield values
+    finally:
+        _TUNE_INPUTS.reset(token)
 
 
 # -- the two steps tests replace: checking and timing one kernel -----------------------------
@@ -169,6 +187,8 @@ class AutoTuneFunction:
         tuned = {k for c in configs for k in c}
         if tuned <= set(given):  # every tuned argument given: nothing to tune
             return jf(*args, **kwargs)
+        if jf.eager:
+            return self._eager(given, configs)
         # arguments given explicitly win over the configurations
         seen, merged = set(), []
         for c in configs:
@@ -181,6 +201,68 @@ class AutoTuneFunction:
             return self._best[key]
         kernel = self._from_disk(given, merged) or self._tune(given, merged)
         self._best[key] = kernel
+        return kernel
+
+    # -- eager functions: tune on the call's own tensors, then run the best -----------------------
+    def _eager(self, given: dict, configs: list[dict]) -> Any:
+        """Build every configuration for the call's tensors, check and time each on them (or on
+        ``set_autotune_inputs``), remember the best for these shapes and return its outputs."""
+        from tegula.jit import _freeze
+
+        jf = self.jit_function
+        tensors = {n: given[n] for n in jf.tensor_names if n in given}
+        others = {k: v for k, v in given.items() if k not in tensors}
+        key = ("eager", _freeze(others),
+               tuple((n, str(t.dtype), tuple(int(d) for d in t.shape)) for n, t in tensors.items()))
+        best = self._best.get(key)
+        if best is None:
+            merged = []
+            for c in configs:
+                c = {k: v for k, v in c.items() if k not in given}
+                if c not in merged:
+                    merged.append(c)
+            bar = Progress(f"autotune {self.name}", len(merged), self.progress)
+            cands = [Candidate(i, c) for i, c in enumerate(merged)]
+            ins = [tensors[n] for n in jf.tensor_names]
+            inputs = _Inputs(lambda _params: ins, True)
+            reference = _Reference(self.ref_prog, True)
+            bar.start("tuning")
+            for c in cands:
+                try:
+                    t, o = jf._split((), {**given, **c.config})
+                    c.kernel = jf._eager_kernel(t, o, {})
+                    c.kernel.config = dict(c.config)
+                    supply = functools.partial(inputs.get, c.kernel)
+                    if self.ref_prog is not None and not self.skip_check:
+                        check(c.kernel, supply, reference.get, self.rtol, self.atol, self.max_mismatched_ratio)
+                    c.latency = measure(c.kernel, supply, self.warmup, self.rep)
+                except AssertionError as e:
+                    c.error = f"wrong results: {_reason(e).split(': ', 1)[-1]}"
+                    bar.note(f"autotune {self.name}: skipped {c.config}: {c.error}")
+                except Exception as e:
+                    c.error = _reason(e)
+                    bar.note(f"autotune {self.name}: skipped {c.config}: {c.error}")
+                bar.step()
+            bar.close()
+            best = self._pick(cands)
+            self._best[key] = best
+        return best(*[tensors[n] for n in jf.tensor_names])
+
+    def _pick(self, cands: list) -> Any:
+        """The fastest candidate's kernel, with ``config``, ``latency`` and ``autotune_results``;
+        TegulaError naming the reasons when none ran."""
+        timed = [c for c in cands if c.latency is not None]
+        if not timed:
+            reasons = "; ".join(f"{c.config}: {c.error}" for c in cands[:8])
+            raise TegulaError(f"autotune({self.name}): none of the {len(cands)} configurations "
+                              "built, passed the check and ran", hint=reasons)
+        best = min(timed, key=lambda c: c.latency)  # type: ignore[arg-type, return-value]
+        kernel = best.kernel
+        kernel.latency = best.latency
+        kernel.autotune_results = [c.summary() for c in cands]
+        if self.progress:
+            sys.stderr.write(f"autotune {self.name}: best {best.config} at {best.latency:.4f} ms "
+                             f"({len(timed)} of {len(cands)} configurations timed)\n")
         return kernel
 
     # -- the disk cache ------------------------------------------------------------------------
@@ -258,22 +340,11 @@ class AutoTuneFunction:
             bar.step()
         bar.close()
 
-        timed = [c for c in cands if c.latency is not None]
-        if not timed:
-            reasons = "; ".join(f"{c.config}: {c.error}" for c in cands[:8])
-            raise TegulaError(f"autotune({self.name}): none of the {len(cands)} configurations "
-                              "built, passed the check and ran", hint=reasons)
-        best = min(timed, key=lambda c: c.latency)  # type: ignore[arg-type, return-value]
-        results = [c.summary() for c in cands]
-        kernel = best.kernel
-        kernel.latency = best.latency
-        kernel.autotune_results = results
+        kernel = self._pick(cands)
+        best = next(c for c in cands if c.kernel is kernel)
         result_cache.store(self._disk_key(given, configs), {
             "index": best.index, "config": best.config, "config_repr": repr(best.config),
-            "latency": best.latency, "results": results})
-        if self.progress:
-            sys.stderr.write(f"autotune {self.name}: best {best.config} at {best.latency:.4f} ms "
-                             f"({len(timed)} of {len(cands)} configurations timed)\n")
+            "latency": best.latency, "results": kernel.autotune_results})
         return kernel
 
 
@@ -293,6 +364,9 @@ class _Inputs:
         return tuple((p.name, str(getattr(p, "shape", "")), str(getattr(p, "dtype", ""))) for p in ps)
 
     def get(self, kernel: Any) -> list:
+        given = _TUNE_INPUTS.get()
+        if given is not None:
+            return given
         sig = self._signature(kernel)
         if self.values is not None and (self.kernel is kernel or (self.shared and sig == self.sig)):
             return self.values
@@ -327,7 +401,11 @@ def autotune(func: Optional[Callable] = None, *, configs: Any = None, warmup: fl
              max_mismatched_ratio: float = 0.01, skip_check: bool = False,
              manual_check_prog: Optional[Callable] = None, cache_input_tensors: bool = True,
              max_workers: Optional[int] = None, progress: bool = True) -> Any:
-    """Decorator over a ``@tegula.jit`` factory (or a plain factory, jitted with defaults).
+    """Decorator over a ``@tegula.jit`` factory (or a plain factory, jitted with defaults), or
+    over an eager ``@tegula.jit`` function: calling that with its tensors (and without some tuned
+    argument) builds every configuration for those tensors, checks and times each on them (or on
+    the inputs of an enclosing :func:`set_autotune_inputs`), and returns the best one's outputs;
+    the choice is kept per argument shapes for later calls.
 
     ``configs``: a list of dicts of factory keyword arguments, or a function of the call's
     arguments returning one. ``ref_prog(*inputs)`` returns the expected output(s), compared with
@@ -342,10 +420,6 @@ def autotune(func: Optional[Callable] = None, *, configs: Any = None, warmup: fl
         from tegula.jit import JITFunction, jit
 
         jf = f if isinstance(f, JITFunction) else jit(f)
-        if jf.eager:
-            raise ArgumentError(f"autotune({jf.func.__name__}): tuning needs a lazy-style factory "
-                                "(one that returns a @T.prim_func)",
-                                hint="write the kernel as a factory under @tegula.jit(out_idx=...)")
         return AutoTuneFunction(jf, configs, warmup, rep, ref_prog, supply_prog, rtol, atol,
                                 max_mismatched_ratio, skip_check, cache_input_tensors, max_workers,
                                 progress)

@@ -165,12 +165,62 @@ def test_compile_only_cuda(cache_dir, monkeypatch, capsys):
     assert len(calls) == 3
 
 
-def test_autotune_over_an_eager_function_is_an_error():
-    def eager(A, block=32):
-        M = T.const("M")
-        A: T.Tensor((M,), "float32")
-        with T.Kernel(1, threads=32):
-            pass
+def _eager_scale(A, block=32, factor=2.0):
+    M = T.const("M")
+    A: T.Tensor((M,), "float32")
+    B = T.empty((M,), "float32")
+    with T.Kernel(T.ceildiv(M, block), threads=32) as bx:
+        for i in T.Parallel(block):
+            if bx * block + i < M:
+                B[bx * block + i] = A[bx * block + i] * factor
+    return B
 
-    with pytest.raises(ArgumentError, match="lazy-style"):
-        tegula.autotune(configs=[{"block": 1}])(tegula.jit(eager))
+
+def test_autotune_over_an_eager_function_tunes_on_the_call_tensors(monkeypatch, rng, capsys):
+    """Calling an autotuned eager function runs every configuration on the call's own tensors,
+    keeps the fastest for those shapes and returns its outputs."""
+    timed = []
+    fake = {16: 3.0, 32: 1.0, 64: 2.0}
+
+    def fake_measure(kernel, inputs, warmup, rep):
+        ins = inputs()
+        assert ins[0] is a  # the call's tensor, not a random one
+        timed.append(kernel.config["block"])
+        return fake[kernel.config["block"]]
+
+    monkeypatch.setattr(tuner, "measure", fake_measure)
+    f = tegula.autotune(configs=[{"block": b} for b in (16, 32, 64)], ref_prog=lambda x: x * 3.0)(
+        tegula.jit(target="cpu")(_eager_scale))
+    a = rng.standard_normal(100).astype(np.float32)
+    out = f(a, factor=3.0)
+    np.testing.assert_allclose(out, a.astype(np.float64) * 3.0, rtol=1e-6)
+    assert sorted(timed) == [16, 32, 64]
+    assert "best {'block': 32}" in capsys.readouterr().err
+    out2 = f(a + 1, factor=3.0)  # same shapes: no tuning again
+    assert len(timed) == 3
+    np.testing.assert_allclose(out2, (a.astype(np.float64) + 1) * 3.0, rtol=1e-6)
+    # every tuned argument given: no tuning at all
+    np.testing.assert_allclose(f(a, block=64, factor=3.0), a.astype(np.float64) * 3.0, rtol=1e-6)
+    assert len(timed) == 3
+
+
+def test_autotune_eager_wrong_configuration_is_skipped(monkeypatch, rng, capsys):
+    monkeypatch.setattr(tuner, "measure", lambda kernel, inputs, warmup, rep: float(kernel.config["block"]))
+    # the reference disagrees with factor=2 unless... every configuration is checked against it
+    f = tegula.autotune(configs=[{"block": 16, "factor": 2.0}, {"block": 32, "factor": 5.0}],
+                        ref_prog=lambda x: x * 5.0)(tegula.jit(target="cpu")(_eager_scale))
+    a = rng.standard_normal(64).astype(np.float32)
+    np.testing.assert_allclose(f(a), a.astype(np.float64) * 5.0, rtol=1e-6)
+    assert "skipped {'block': 16, 'factor': 2.0}: wrong results" in capsys.readouterr().err
+
+
+def test_set_autotune_inputs_are_the_tuning_inputs(cache_dir, monkeypatch, rng):
+    seen = []
+    monkeypatch.setattr(tuner, "measure", lambda kernel, inputs, warmup, rep: seen.append(inputs()) or 1.0)
+    f = tegula.autotune(configs=[{"block_M": 32}, {"block_M": 64}], skip_check=True)(
+        tegula.jit(out_idx=[-1], target="cpu")(gemm_factory))
+    a = rng.standard_normal((64, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 64)).astype(np.float16)
+    with tegula.autotuner.set_autotune_inputs(a, b):
+        f(64, 64, 64)
+    assert len(seen) == 2 and all(s[0] is a and s[1] is b for s in seen)
