@@ -153,24 +153,37 @@ class JITFunction:
         return k
 
     def get_tir(self, *args: Any, **kwargs: Any) -> PrimFunc:
-        """The PrimFunc for these arguments, without compiling it (eager: pass the tensors)."""
+        """The PrimFunc for these arguments, without compiling it. Eager style: pass the tensors,
+        or leave them out and give the ``T.const`` shape symbols by name (``M=1024``) as
+        :meth:`compile` takes them; tensors with static annotations may be left out too."""
         if not self.eager:
             prim = self.func(*args, **kwargs)
             if not isinstance(prim, PrimFunc):
                 raise KernelTypeError(f"@tegula.jit factory '{self.func.__name__}' returned "
                                       f"{type(prim).__name__}, not a @T.prim_func")
             return prim
+        params = self.signature.parameters
+        consts = {n: v for n, v in kwargs.items() if n not in params}
+        kwargs = {n: v for n, v in kwargs.items() if n in params}
         tensors, others = self._split(args, kwargs, partial=True)
         info = {n: (tuple(int(x) for x in t.shape), str(t.dtype)) if n in tensors else None
                 for n in self.tensor_names}
-        return trace_eager(self.func, others, info, {}).func
+        return trace_eager(self.func, others, info, consts).func
 
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
-        """The source of the kernel these arguments build (lazy: the factory's arguments;
-        eager: the call's tensors and arguments), without running it."""
+        """The source of the kernel these arguments build, without running it. Lazy style: the
+        factory's arguments; eager style: the call's tensors and arguments, or (no tensors) the
+        shape symbols and arguments by name, as :meth:`compile` takes them."""
         if not self.eager:
             return self._lazy(args, kwargs).get_kernel_source()
-        tensors, others = self._split(args, kwargs)
+        try:
+            named = dict(self.signature.bind_partial(*args).arguments)
+        except TypeError as e:
+            raise ArgumentError(f"{self.func.__name__}.get_kernel_source(): {e}") from None
+        named.update(kwargs)
+        if not any(n in named for n in self.tensor_names):  # ahead of time: shape symbols by name
+            return self.compile(**named).get_kernel_source()
+        tensors, others = self._split((), named)
         return self._eager_kernel(tensors, others, {}).get_kernel_source()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

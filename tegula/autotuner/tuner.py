@@ -216,37 +216,64 @@ class AutoTuneFunction:
                tuple((n, str(t.dtype), tuple(int(d) for d in t.shape)) for n, t in tensors.items()))
         best = self._best.get(key)
         if best is None:
-            merged = []
-            for c in configs:
-                c = {k: v for k, v in c.items() if k not in given}
-                if c not in merged:
-                    merged.append(c)
-            bar = Progress(f"autotune {self.name}", len(merged), self.progress)
-            cands = [Candidate(i, c) for i, c in enumerate(merged)]
             ins = [tensors[n] for n in jf.tensor_names]
-            inputs = _Inputs(lambda _params: ins, True)
-            reference = _Reference(self.ref_prog, True)
-            bar.start("tuning")
-            for c in cands:
-                try:
-                    t, o = jf._split((), {**given, **c.config})
-                    c.kernel = jf._eager_kernel(t, o, {})
-                    c.kernel.config = dict(c.config)
-                    supply = functools.partial(inputs.get, c.kernel)
-                    if self.ref_prog is not None and not self.skip_check:
-                        check(c.kernel, supply, reference.get, self.rtol, self.atol, self.max_mismatched_ratio)
-                    c.latency = measure(c.kernel, supply, self.warmup, self.rep)
-                except AssertionError as e:
-                    c.error = f"wrong results: {_reason(e).split(': ', 1)[-1]}"
-                    bar.note(f"autotune {self.name}: skipped {c.config}: {c.error}")
-                except Exception as e:
-                    c.error = _reason(e)
-                    bar.note(f"autotune {self.name}: skipped {c.config}: {c.error}")
-                bar.step()
-            bar.close()
-            best = self._pick(cands)
+
+            def build(config: dict) -> Any:
+                t, o = jf._split((), {**given, **config})
+                return jf._eager_kernel(t, o, {})
+
+            best = self._serial(given, configs, build, _Inputs(lambda _params: ins, True))
             self._best[key] = best
         return best(*[tensors[n] for n in jf.tensor_names])
+
+    def compile(self, **kwargs: Any) -> Any:
+        """Eager style, ahead of time: ``f.compile(M=..., N=...)`` (shape symbols and arguments as
+        for ``JITFunction.compile``) tunes the configurations on random inputs of those shapes
+        (or ``supply_prog`` / ``set_autotune_inputs``) and returns the best JITKernel, with
+        ``config`` and ``latency``. Lazy style: the same as calling the factory."""
+        from tegula.jit import _freeze
+
+        jf = self.jit_function
+        if not jf.eager:
+            return self(**kwargs)
+        configs = self._configs(kwargs)
+        if {k for c in configs for k in c} <= set(kwargs):
+            return jf.compile(**kwargs)
+        key = ("compiled", _freeze(kwargs))
+        if key not in self._best:
+            self._best[key] = self._serial(kwargs, configs, lambda c: jf.compile(**kwargs, **c),
+                                           _Inputs(self.supply_prog, self.cache_input_tensors))
+        return self._best[key]
+
+    def _serial(self, given: dict, configs: list[dict], build: Callable[[dict], Any], inputs: "_Inputs") -> Any:
+        """Build, check and time each configuration (arguments in ``given`` win) one after the
+        other in this thread; the best kernel (see :meth:`_pick`)."""
+        merged: list[dict] = []
+        for c in configs:
+            c = {k: v for k, v in c.items() if k not in given}
+            if c not in merged:
+                merged.append(c)
+        bar = Progress(f"autotune {self.name}", len(merged), self.progress)
+        cands = [Candidate(i, c) for i, c in enumerate(merged)]
+        reference = _Reference(self.ref_prog, True)
+        bar.start("tuning")
+        for c in cands:
+            try:
+                c.kernel = build(c.config)
+                c.kernel.config = dict(c.config)
+                supply = functools.partial(inputs.get, c.kernel)
+                if self.ref_prog is not None and not self.skip_check:
+                    check(c.kernel, supply, reference.get, self.rtol, self.atol, self.max_mismatched_ratio)
+                c.latency = measure(c.kernel, supply, self.warmup, self.rep)
+            except AssertionError as e:
+                c.error = f"wrong results: {_reason(e).split(': ', 1)[-1]}"
+                bar.note(f"autotune {self.name}: skipped {c.config}: {c.error}")
+            except Exception as e:
+                c.error = _reason(e)
+                bar.note(f"autotune {self.name}: skipped {c.config}: {c.error}")
+            bar.step()
+        bar.close()
+        return self._pick(cands)
 
     def _pick(self, cands: list) -> Any:
         """The fastest candidate's kernel, with ``config``, ``latency`` and ``autotune_results``;

@@ -23,6 +23,11 @@ from tegula.errors import ConfigError, UnsupportedError
 from tegula.ir import dtype as dt
 
 
+# target strings that mean "the GPU of this process" (a tegula target names where kernels run;
+# the device model is the GPU that is present)
+_CURRENT = ("cuda", "nvidia", "auto", "cpu", "cuda-emu")
+
+
 class TileDevice:
     """What every device description has (TileLang's attribute names)."""
 
@@ -33,7 +38,8 @@ class TileDevice:
 
 
 class CUDA(TileDevice):
-    """An NVIDIA GPU. Attributes: ``name``, ``spec`` (:class:`~tegula.compat.gpus.GpuSpec`),
+    """An NVIDIA GPU: ``CUDA("cuda")`` (also "auto", "cpu", "cuda-emu") the one of this process,
+    ``CUDA("H200")`` or ``CUDA("sm_80")`` a named one. Attributes: ``name``, ``spec`` (:class:`~tegula.compat.gpus.GpuSpec`),
     ``sm_version`` (90), ``compute_capability`` ("90"), ``compute_max_core`` (SMs), ``smem_cap``
     (bytes per block), ``l2_cache_size_bytes``, ``bandwidth`` (``[l2, dram]`` in MB/s, DRAM from
     the data sheet), ``dram_bandwidth_GBps``, ``peak_tflops(dtype)``; ``is_current`` says whether
@@ -51,7 +57,7 @@ class CUDA(TileDevice):
             if spec is None:
                 raise ConfigError(f"carver: no figures for a GPU named {device!r}",
                                   hint=f"known: {', '.join(g.name for g in gpus.GPUS)}")
-        elif text.lower() in ("cuda", "nvidia", "auto") or text.lower().startswith("cuda -"):
+        elif text.lower() in _CURRENT or text.lower().startswith("cuda -"):
             spec = self._current()
             self.is_current = True
         elif text.lower().removeprefix("cuda:").startswith("sm_"):

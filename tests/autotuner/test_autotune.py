@@ -224,3 +224,23 @@ def test_set_autotune_inputs_are_the_tuning_inputs(cache_dir, monkeypatch, rng):
     with tegula.autotuner.set_autotune_inputs(a, b):
         f(64, 64, 64)
     assert len(seen) == 2 and all(s[0] is a and s[1] is b for s in seen)
+
+
+def test_autotune_compile_of_an_eager_function(monkeypatch, rng):
+    """``f.compile(M=...)`` tunes ahead of time on random inputs of those shapes."""
+    timed = []
+
+    def fake_measure(kernel, inputs, warmup, rep):
+        assert tuple(inputs()[0].shape) == (96,)
+        timed.append(kernel.config["block"])
+        return {16: 2.0, 32: 1.0}[kernel.config["block"]]
+
+    monkeypatch.setattr(tuner, "measure", fake_measure)
+    f = tegula.autotune(configs=[{"block": 16}, {"block": 32}], ref_prog=lambda x: x * 2.0)(
+        tegula.jit(target="cpu")(_eager_scale))
+    k = f.compile(M=96)
+    assert k.config == {"block": 32} and k.latency == 1.0 and sorted(timed) == [16, 32]
+    assert f.compile(M=96) is k  # remembered
+    a = rng.standard_normal(96).astype(np.float32)
+    np.testing.assert_allclose(k(a), a.astype(np.float64) * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(f.compile(M=96, block=16)(a), a.astype(np.float64) * 2.0, rtol=1e-6)
