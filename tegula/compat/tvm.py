@@ -7,7 +7,8 @@ of TVM. It is not a TVM: each name maps to tegula's own equivalent.
                                   compiled inside (:func:`tegula.passconfig.pass_context`)
 ``tvm.tirx.const(v, dtype)``      a tegula IR constant; ``PrimExpr`` is tegula's ``Expr``,
                                   ``IntImm(dtype, v)`` / ``FloatImm(dtype, v)`` constants,
-                                  ``Var(name, dtype)`` a variable
+                                  ``Var(name, dtype)`` a variable, ``Cast``, ``Select``,
+                                  ``Min``, ``Max``, ``reinterpret`` (``T.reinterpret``)
 ``tvm.DataType``                  :class:`tegula.compat.datatype.DataType`
 ``tvm.IRModule({"main": f})``     a named collection of PrimFuncs
 ``tvm.ir.assert_structural_equal``  tegula's structural equality (renaming-insensitive)
@@ -128,8 +129,35 @@ def Var(name: str, dtype: Any = "int32") -> _E.Var:  # noqa: N802
     return _E.Var(name, dt.as_dtype(str(dtype)))
 
 
-tirx = _module("tirx", "Expressions: constants, variables, PrimExpr.", const=const, IntImm=IntImm,
-               FloatImm=FloatImm, Var=Var, PrimExpr=_E.Expr, PrimFunc=_PrimFunc)
+def Cast(dtype: Any, value: Any) -> _E.Expr:  # noqa: N802
+    return _E.cast(str(dtype), value)
+
+
+def Select(cond: Any, true_value: Any, false_value: Any) -> _E.Expr:  # noqa: N802
+    return _E.select(cond, true_value, false_value)
+
+
+def Min(a: Any, b: Any) -> _E.Expr:  # noqa: N802
+    return _E.minimum(a, b)
+
+
+def Max(a: Any, b: Any) -> _E.Expr:  # noqa: N802
+    return _E.maximum(a, b)
+
+
+def reinterpret(dtype: Any, value: Any) -> _E.Expr:
+    """The bits of ``value`` read as ``dtype`` (``T.reinterpret``)."""
+    from tegula import language as T
+
+    fn = getattr(T, "reinterpret", None)
+    if fn is None:
+        raise _errors.UnsupportedError("tvm.tirx.reinterpret: tegula has no T.reinterpret yet")
+    return fn(dtype, value)
+
+
+tirx = _module("tirx", "Expressions: constants, variables, casts, selects, PrimExpr.", const=const,
+               IntImm=IntImm, FloatImm=FloatImm, Var=Var, Cast=Cast, Select=Select, Min=Min, Max=Max,
+               reinterpret=reinterpret, PrimExpr=_E.Expr, PrimFunc=_PrimFunc)
 tir = tirx
 
 

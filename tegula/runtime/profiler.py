@@ -97,6 +97,16 @@ class Profiler:
             out.append(random_tensor(p, shape, self.rng, self.use_torch, self.kernel.device, self.supply))
         return out
 
+    @property
+    def func(self) -> Any:
+        """The kernel being profiled (``profiler.do_bench(profiler.func)`` times the kernel)."""
+        return self.kernel
+
+    def run_once(self, func: Optional[Callable] = None) -> Any:
+        """Run the kernel (or ``func``) once on fresh inputs; returns its outputs."""
+        ins = self.make_inputs()
+        return (func or self.kernel)(*ins)
+
     def assert_allclose(self, reference_program: Callable, rtol: float = 1e-2, atol: float = 1e-2,
                         input_tensors: Optional[Sequence[Any]] = None, max_mismatched_ratio: float = 0.0) -> None:
         """Run kernel and reference on the same random inputs; raise AssertionError on mismatch."""

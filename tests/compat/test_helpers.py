@@ -78,6 +78,10 @@ def test_tvm_namespace():
     assert isinstance(c, tvm.tirx.PrimExpr) and c.dtype.name == "uint32" and c.value == 7
     assert tvm.tirx.IntImm("int64", 3).dtype.name == "int64"
     assert tvm.tirx.FloatImm("float16", 0.5).value == 0.5
+    x = tvm.tirx.Var("x", "int32")
+    assert tvm.tirx.Cast("float32", x).dtype.name == "float32"
+    assert tvm.tirx.Select(x > 1, x, tvm.tirx.const(0)).dtype.name == "int32"
+    assert "T.min" in str(tvm.tirx.Min(x, 3)) and "T.max" in str(tvm.tirx.Max(x, 3))
     assert tvm.DataType("bfloat16").bits == 16
     t = tvm.target.Target("cuda -arch=sm_90a")
     assert t.kind.name == "cuda" and t.arch == "sm_90a" and str(t) == "cuda:sm_90a"
@@ -237,3 +241,12 @@ def test_jit_objects(rng):
     assert "384" in eager.get_kernel_source(M=384, block=32)
     assert "384" in eager.get_tir(M=384).script()
     np.testing.assert_allclose(eager(a, block=32), a.astype(np.float64) + 1.0, rtol=1e-6, atol=1e-6)
+
+
+def test_profiler_func_and_run_once(rng):
+    k = tegula.compile(add_one(128), out_idx=[-1], target="cpu")
+    prof = k.get_profiler()
+    assert prof.func is k
+    assert prof.do_bench(prof.func, warmup=1, rep=1) > 0
+    out = prof.run_once()
+    assert tuple(out.shape) == (128,) and not bool(torch.isnan(out).any())
