@@ -25,6 +25,8 @@ TEGULA_DEBUG           ``1`` to keep tegula's own frames in the tracebacks of ke
                        verify the IR after every pass
 TEGULA_POISON_OUTPUTS  ``1`` to fill outputs the runtime allocates with NaN (ints: a marker) before a
                        kernel runs, so elements it never writes show (tests turn it on)
+TEGULA_CONFORMANCE     the TileLang conformance corpus the tests run a CPU subset of (default:
+                       ``../shared/conformance`` beside the project's root)
 =====================  ===========================================================================
 """
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Settings:
     trace_dir: Optional[str] = None
     debug_tracebacks: bool = False
     poison_outputs: bool = False
+    conformance_dir: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.cuda_backend is not None and self.cuda_backend not in _BACKENDS:
@@ -86,6 +89,8 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Settings:
         kw["trace_dir"] = env["TEGULA_TRACE"]
     kw["debug_tracebacks"] = _flag(env.get("TEGULA_DEBUG"))
     kw["poison_outputs"] = _flag(env.get("TEGULA_POISON_OUTPUTS"))
+    if env.get("TEGULA_CONFORMANCE"):
+        kw["conformance_dir"] = os.path.expanduser(env["TEGULA_CONFORMANCE"])
     return Settings(**kw)
 
 

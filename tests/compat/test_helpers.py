@@ -175,7 +175,7 @@ def test_every_tilelang_pass_config_key_is_accepted():
     assert len(rows) == 59
     for name, value in rows:
         member = getattr(tegula.PassConfigKey, name)
-        assert member == value and member.value == value
+        assert member == value and member.value == value and {value: 1}.get(member) == 1
         assert passconfig.check_pass_configs({member: 1}) == {value: 1}
         assert passconfig.check_pass_configs({value: 1}) == {value: 1}
         assert passconfig.effect(value)  # documented: what it does, or that it has no effect

@@ -1,0 +1,61 @@
+"""A CPU subset of the TileLang conformance corpus: TileLang's own examples, unchanged, with
+``tilelang`` meaning tegula, on the interpreter.
+
+The corpus lives outside the project (``TEGULA_CONFORMANCE``, default ``../shared/conformance``
+beside the project's root) and is never copied into it. The test runs the corpus's own driver
+(``run.sh cpu``) on the calls of its ``cpu_calls.txt`` listed below, quick ones the
+interpreter passes today (docs/conformance.md lists every call and says why each other one fails), and needs every one of them
+to pass. Without the corpus it is skipped, and says where it looked.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tegula import config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# DIR|MODULE|CALL exactly as in the corpus's cpu_calls.txt: the passing calls that take seconds
+# on the interpreter (about a minute in all on two idle cores). blocksparse_gemm and gemm/example_gemm
+# pass too but take minutes each; `run.sh cpu` runs them (docs/conformance.md).
+PASSING = [
+    "analyze|example_gemm_analyze|main()",
+    "cast|example_group_per_split_token_cast_to_fp8|main(M=1024, N=1024, BG=2, blk_m=4, batch_sizes=[128, 896])",
+    "elementwise|example_elementwise_add|main()",
+    "gemm_streamk|example_tilelang_gemm_streamk|main()",
+    "norm|rms_norm|test_rms_norm()",
+    "topk|example_topk|main(argv=[])",
+]
+
+
+def corpus_dir() -> Path:
+    given = config.get().conformance_dir
+    return Path(given) if given else ROOT.parent / "shared" / "conformance"
+
+
+def test_corpus_cpu_subset(tmp_path):
+    corpus = corpus_dir()
+    if not (corpus / "run.sh").is_file() or not (corpus / "cpu_calls.txt").is_file():
+        pytest.skip(f"the TileLang conformance corpus is not at {corpus} (no run.sh / cpu_calls.txt); "
+                    "set TEGULA_CONFORMANCE to its folder to run this test")
+    listed = {ln.strip() for ln in (corpus / "cpu_calls.txt").read_text().splitlines()
+              if ln.strip() and not ln.startswith("#")}
+    gone = [c for c in PASSING if c not in listed]
+    assert not gone, f"calls no longer in the corpus's cpu_calls.txt: {gone}"
+    calls = tmp_path / "calls.txt"
+    calls.write_text("\n".join(PASSING) + "\n")
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    env.update({"CONFORMANCE_CALLS": str(calls), "CONFORMANCE_OUT": str(out), "JOBS": "2",
+                "PER_S": "240", "PYTHON": sys.executable, "PYTHONPATH": str(ROOT),
+                "TEGULA_POISON_OUTPUTS": "1"})
+    dirs = sorted({c.split("|")[0] for c in PASSING})
+    r = subprocess.run(["bash", str(corpus / "run.sh"), "cpu", *dirs], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=290)
+    summary = (out / "summary.txt").read_text() if (out / "summary.txt").exists() else r.stdout
+    failed = [ln for ln in summary.splitlines() if ln.startswith("FAIL")]
+    assert not failed, "conformance calls that failed:\n" + "\n".join(failed) + "\n" + r.stderr[-2000:]
+    assert sum(ln.startswith("PASS") for ln in summary.splitlines()) == len(PASSING), summary
