@@ -234,11 +234,9 @@ class MatmulTemplate:
         return hints[:topk]
 
     def equivalent_function(self) -> Any:
-        from tegula.tools.demo import gemm_kernel
-
         best = self.recommend_hints(1)[0]
-        return gemm_kernel(self.M, self.N, self.K, best.block[0], best.block[1], best.rstep[0],
-                           self.in_dtype.name, self.accum_dtype.name, self.out_dtype.name)
+        return _gemm(self.M, self.N, self.K, best.block[0], best.block[1], best.rstep[0],
+                     self.in_dtype.name, self.out_dtype.name, self.accum_dtype.name)
 
 
 def _warp_tile(bm: int, bn: int, warps: int) -> tuple[int, int]:
@@ -247,3 +245,22 @@ def _warp_tile(bm: int, bn: int, warps: int) -> tuple[int, int]:
     while rows * 2 <= warps and (bm // (rows * 2)) >= (bn // (warps // (rows * 2))):
         rows *= 2
     return bm // rows, bn // (warps // rows)
+
+
+def _gemm(M: int, N: int, K: int, bm: int, bn: int, bk: int, in_dt: str, out_dt: str, acc_dt: str) -> Any:
+    import tegula.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), in_dt), B: T.Tensor((K, N), in_dt), C: T.Tensor((M, N), out_dt)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), in_dt)
+            B_s = T.alloc_shared((bk, bn), in_dt)
+            C_l = T.alloc_fragment((bm, bn), acc_dt)
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    return main

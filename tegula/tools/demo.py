@@ -16,12 +16,9 @@ from tegula.target import parse_target
 
 
 def gemm_kernel(M: int, N: int, K: int, block_M: int = 64, block_N: int = 64, block_K: int = 32,
-                dtype: str = "float16", accum_dtype: str = "float32", out_dtype: Optional[str] = None) -> Any:
-    """``C = A @ B`` tiled ``block_M x block_N x block_K``; C is ``out_dtype`` (default ``dtype``)."""
-    c_dtype = out_dtype or dtype
-
+                dtype: str = "float16", accum_dtype: str = "float32") -> Any:
     @T.prim_func
-    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), c_dtype)):
+    def gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
             A_s = T.alloc_shared((block_M, block_K), dtype)
             B_s = T.alloc_shared((block_K, block_N), dtype)
