@@ -95,6 +95,10 @@ class UnsupportedError(TegulaError):
     """A feature that tegula does not implement (yet) for this target."""
 
 
+class MissingRuleError(UnsupportedError):
+    """A tile operation has no rule for a target (see :mod:`tegula.ir.tile_rules`)."""
+
+
 class ConfigError(TegulaError, ValueError):
     """An unknown or ill-typed pass configuration or setting."""
 

@@ -24,7 +24,8 @@ from tegula.errors import KernelNameError, UnsupportedError
 from tegula.ir import ops
 from tegula.ir.dtype import DType
 from tegula.ir.expr import BinOp, Call, Cast, Compare, Const, UnaryOp, Var
-from tegula.ir.stmt import Break, Continue, Evaluate, LetStmt, SeqStmt
+from tegula.ir.stmt import Break, Continue, Evaluate, LetStmt, SeqStmt, TileOp
+from tegula.ir.tile_rules import TILE_RULES
 
 Env = list
 ExprFn = Callable[[Env], Any]
@@ -84,6 +85,8 @@ class Rules:
 
     ``base`` gives rules to start from (a backend starts from :data:`COMMON`); rules registered
     later replace them. ``stmt_hint`` is appended to the error for a statement with no rule.
+    Tile operations take their rule from :data:`~tegula.ir.tile_rules.TILE_RULES` (the aspect
+    named like ``target``) unless one is registered here.
     """
 
     def __init__(self, target: str, base: Optional["Rules"] = None, stmt_hint: str = ""):
@@ -122,8 +125,11 @@ class Rules:
         """Compile statement ``s``; raises UnsupportedError when no rule handles its class."""
         rule = self.stmts.get(type(s))
         if rule is None:
-            raise self.unimplemented("op", type(s).__name__, getattr(s, "span", None),
-                                     self.stmt_hint)
+            if isinstance(s, TileOp):
+                rule = TILE_RULES.require(s, self.target, hint=self.stmt_hint)
+            else:
+                raise self.unimplemented("op", type(s).__name__, getattr(s, "span", None),
+                                         self.stmt_hint)
         return rule(s, ctx)
 
 

@@ -24,8 +24,16 @@ from tegula.ir.dtype import DType
 from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
 from tegula.ir.span import Span, current_span
 
-SCOPES = ("global", "shared", "shared.dyn", "local.fragment", "local", "local.var",
-          "l1", "l0a", "l0b", "l0c", "ub")
+# The memory scopes, by name; code tests a buffer's scope with Buffer.is_shared & co.
+GLOBAL = "global"
+SHARED_STATIC = "shared"
+SHARED_DYN = "shared.dyn"
+FRAGMENT = "local.fragment"
+LOCAL = "local"
+LOCAL_VAR = "local.var"
+SHARED = (SHARED_STATIC, SHARED_DYN)
+NPU_SCOPES = ("l1", "l0a", "l0b", "l0c", "ub")  # Ascend on-chip buffers
+SCOPES = (GLOBAL, SHARED_STATIC, SHARED_DYN, FRAGMENT, LOCAL, LOCAL_VAR) + NPU_SCOPES
 Dim = Union[int, Expr]
 
 
@@ -51,6 +59,30 @@ class Buffer:
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @property
+    def is_global(self) -> bool:
+        return self.scope == GLOBAL
+
+    @property
+    def is_shared(self) -> bool:
+        """In shared memory (``shared`` or ``shared.dyn``)."""
+        return self.scope in SHARED
+
+    @property
+    def is_fragment(self) -> bool:
+        """A block-wide register tile (``local.fragment``)."""
+        return self.scope == FRAGMENT
+
+    @property
+    def is_local(self) -> bool:
+        """Per-thread: ``local`` registers or a ``local.var`` scalar."""
+        return self.scope in (LOCAL, LOCAL_VAR)
+
+    @property
+    def is_var(self) -> bool:
+        """A ``T.alloc_var`` scalar (``local.var``)."""
+        return self.scope == LOCAL_VAR
 
     @property
     def is_static(self) -> bool:

@@ -23,7 +23,9 @@ from typing import Any, Callable, Optional, Union
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir import ops
+from tegula.ir import stmt as S
 from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.tile_rules import TILE_RULES, tile_rule
 
 # Python precedence, loosest first; atoms (names, calls, subscripts) bind tightest.
 PREC_COMPARE, PREC_OR, PREC_UNARY, PREC_ATOM = ops.PY_COMPARE, ops.PY_OR, ops.PY_UNARY, ops.PY_ATOM
@@ -245,8 +247,9 @@ class ScriptPrinter:
         self.pop()
 
     def stmt(self, s: Any, depth: int) -> None:
-        from tegula.ir import stmt as S
-
+        if isinstance(s, S.TileOp):
+            self.line(TILE_RULES.require(s, "print")(self, s), depth)
+            return
         method = getattr(self, "stmt_" + type(s).__name__, None)
         if method is None:
             for cls in type(s).__mro__[1:]:
@@ -399,51 +402,6 @@ class ScriptPrinter:
             return f"T.alloc_shared({self.shape(buf.shape)}, {dtype}, scope=\"shared\")"
         return f"T.alloc_buffer({self.shape(buf.shape)}, {dtype}, scope={_q(buf.scope)})"
 
-    # -- tile operations ------------------------------------------------------------------------
-    def stmt_Copy(self, s: Any, depth: int) -> None:
-        kw = _kwargs(s.annotations, (), self.e)
-        self.line(f"T.copy({', '.join([self.e(s.src), self.e(s.dst)] + kw)})", depth)
-
-    def stmt_Gemm(self, s: Any, depth: int) -> None:
-        args = [self.e(s.A), self.e(s.B), self.e(s.C)]
-        if s.transpose_A:
-            args.append("transpose_A=True")
-        if s.transpose_B:
-            args.append("transpose_B=True")
-        if s.policy != "Square":
-            args.append(f"policy=T.GemmWarpPolicy.{s.policy}")
-        if s.clear_accum:
-            args.append("clear_accum=True")
-        if s.k_pack != 1:
-            args.append(f"k_pack={s.k_pack}")
-        if s.wg_wait != 0:
-            args.append(f"wg_wait={s.wg_wait}")
-        self.line(f"T.gemm({', '.join(args)})", depth)
-
-    def stmt_Reduce(self, s: Any, depth: int) -> None:
-        clear = "" if s.clear else ", clear=False"
-        self.line(f"T.reduce_{s.kind}({self.e(s.src)}, {self.e(s.dst)}, dim={s.dim}{clear})", depth)
-
-    def stmt_CumSum(self, s: Any, depth: int) -> None:
-        rev = ", reverse=True" if s.reverse else ""
-        self.line(f"T.cumsum({self.e(s.src)}, {self.e(s.dst)}, dim={s.dim}{rev})", depth)
-
-    def stmt_Fill(self, s: Any, depth: int) -> None:
-        self.line(f"T.fill({self.e(s.dst)}, {self.e(s.value)})", depth)
-
-    def stmt_Atomic(self, s: Any, depth: int) -> None:
-        self.line(f"T.atomic_{s.kind}({self.e(s.dst)}, {self.e(s.value)})", depth)
-
-    def stmt_Print(self, s: Any, depth: int) -> None:
-        msg = f", msg={_q(s.msg)}" if s.msg else ""
-        self.line(f"T.print({self.e(s.obj)}{msg})", depth)
-
-    def stmt_TileOp(self, s: Any, depth: int) -> None:
-        from tegula.ir.visitor import node_fields
-
-        args = [f"{f}={self.e(getattr(s, f))}" for f in node_fields(s)]
-        self.line(f"T.{type(s).__name__}({', '.join(args)})", depth)
-
     # -- functions ------------------------------------------------------------------------------
     def func(self, f: Any) -> str:
         from tegula.ir.visitor import collect_vars
@@ -478,6 +436,71 @@ class ScriptPrinter:
         if b.scope != "global":
             args.append(f"scope={_q(b.scope)}")
         return f"T.Tensor({', '.join(args)})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Tile operations: one "print" rule each (tegula.ir.tile_rules), giving the op's line
+# ---------------------------------------------------------------------------------------------
+
+@tile_rule(S.Copy, "print")
+def _print_copy(p: ScriptPrinter, s: S.Copy) -> str:
+    kw = _kwargs(s.annotations, (), p.e)
+    return f"T.copy({', '.join([p.e(s.src), p.e(s.dst)] + kw)})"
+
+
+@tile_rule(S.Gemm, "print")
+def _print_gemm(p: ScriptPrinter, s: S.Gemm) -> str:
+    args = [p.e(s.A), p.e(s.B), p.e(s.C)]
+    if s.transpose_A:
+        args.append("transpose_A=True")
+    if s.transpose_B:
+        args.append("transpose_B=True")
+    if s.policy != "Square":
+        args.append(f"policy=T.GemmWarpPolicy.{s.policy}")
+    if s.clear_accum:
+        args.append("clear_accum=True")
+    if s.k_pack != 1:
+        args.append(f"k_pack={s.k_pack}")
+    if s.wg_wait != 0:
+        args.append(f"wg_wait={s.wg_wait}")
+    return f"T.gemm({', '.join(args)})"
+
+
+@tile_rule(S.Reduce, "print")
+def _print_reduce(p: ScriptPrinter, s: S.Reduce) -> str:
+    clear = "" if s.clear else ", clear=False"
+    return f"{s.op_name}({p.e(s.src)}, {p.e(s.dst)}, dim={s.dim}{clear})"
+
+
+@tile_rule(S.CumSum, "print")
+def _print_scan(p: ScriptPrinter, s: S.CumSum) -> str:
+    rev = ", reverse=True" if s.reverse else ""
+    return f"{s.op_name}({p.e(s.src)}, {p.e(s.dst)}, dim={s.dim}{rev})"
+
+
+@tile_rule(S.Fill, "print")
+def _print_fill(p: ScriptPrinter, s: S.Fill) -> str:
+    return f"T.fill({p.e(s.dst)}, {p.e(s.value)})"
+
+
+@tile_rule(S.Atomic, "print")
+def _print_atomic(p: ScriptPrinter, s: S.Atomic) -> str:
+    return f"T.atomic_{s.kind}({p.e(s.dst)}, {p.e(s.value)})"
+
+
+@tile_rule(S.Print, "print")
+def _print_print(p: ScriptPrinter, s: S.Print) -> str:
+    msg = f", msg={_q(s.msg)}" if s.msg else ""
+    return f"T.print({p.e(s.obj)}{msg})"
+
+
+@tile_rule(S.TileOp, "print")
+def _print_tile_op(p: ScriptPrinter, s: S.TileOp) -> str:
+    """Any tile op without a rule of its own: ``T.ClassName(field=value, ...)``."""
+    from tegula.ir.visitor import node_fields
+
+    args = [f"{f}={p.e(getattr(s, f))}" for f in node_fields(s)]
+    return f"T.{type(s).__name__}({', '.join(args)})"
 
 
 def _is_zero(e: Any) -> bool:

@@ -105,7 +105,13 @@ class LetStmt(Stmt):
 
 @dataclass(frozen=True, eq=False)
 class TileOp(Stmt):
-    """Base of tile-level operations."""
+    """Base of tile-level operations. What each one means on each target is registered, keyed
+    by its class, in :mod:`tegula.ir.tile_rules`."""
+
+    @property
+    def op_name(self) -> str:
+        """The name users call it by (``T.copy``)."""
+        return "T." + type(self).__name__.lower()
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,6 +152,10 @@ class Reduce(TileOp):
     dim: int
     clear: bool = True
 
+    @property
+    def op_name(self) -> str:
+        return f"T.reduce_{self.kind}"
+
 
 @dataclass(frozen=True, eq=False)
 class CumSum(TileOp):
@@ -175,6 +185,10 @@ class Atomic(TileOp):
     kind: str
     dst: BufferRegion
     value: Union[Expr, BufferRegion]
+
+    @property
+    def op_name(self) -> str:
+        return f"T.atomic_{self.kind}"
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,7 +13,8 @@ from typing import Any, Optional, Sequence
 from tegula.errors import KernelTypeError, ScopeError
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
-from tegula.ir.stmt import Print
+from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
+from tegula.ir.tile_rules import TILE_RULES
 from tegula.language import semantic
 from tegula.language.builder import current
 
@@ -192,19 +193,20 @@ def alloc_var(dtype: Any, init: Any = None, scope: str = "local.var") -> Buffer:
 # Tile operations
 # ---------------------------------------------------------------------------------------------
 
-def _emit_tile(what: str, make: Any) -> None:
-    """Check we are in a kernel (outside T.Parallel), then build the node with ``make()`` and emit it."""
+def _emit_tile(what: str, op: type, *operands: Any) -> None:
+    """Check we are in a kernel (outside T.Parallel), then build the ``op`` node from the
+    operands with its ``check`` rule (:mod:`tegula.ir.tile_rules`) and emit it."""
     b = current(what)
     b.require_kernel(what)
     if b.in_parallel:
         raise ScopeError(f"{what} is a tile operation and cannot be used inside T.Parallel",
                          hint="move it out of the parallel loop")
-    b.emit(make())
+    b.emit(TILE_RULES.require(op, "check", "the language")(*operands))
 
 
 def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma: bool = False,
          eviction_policy: Any = None, loop_layout: Any = None) -> None:
-    _emit_tile("T.copy", lambda: semantic.copy(src, dst))
+    _emit_tile("T.copy", Copy, src, dst)
 
 
 class GemmWarpPolicy:
@@ -218,13 +220,13 @@ class GemmWarpPolicy:
 def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
          policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1,
          wg_wait: int = 0, mbar: Any = None) -> None:
-    _emit_tile("T.gemm", lambda: semantic.gemm(A, B, C, transpose_A, transpose_B, policy,
-                                               clear_accum, k_pack, wg_wait))
+    _emit_tile("T.gemm", Gemm, A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack,
+               wg_wait)
 
 
 def _reducer(kind: str) -> Any:
     def reduce_op(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-        _emit_tile(f"T.reduce_{kind}", lambda: semantic.reduce(kind, src, dst, dim, clear))
+        _emit_tile(f"T.reduce_{kind}", Reduce, kind, src, dst, dim, clear)
 
     reduce_op.__name__ = f"reduce_{kind}"
     reduce_op.__doc__ = f"``dst = {kind}(src, dim)`` (combined with dst when ``clear=False``)."
@@ -239,15 +241,15 @@ reduce_absmax = _reducer("absmax")
 
 
 def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
-    _emit_tile("T.cumsum", lambda: semantic.cumsum(src, dst, dim, reverse))
+    _emit_tile("T.cumsum", CumSum, src, dst, dim, reverse)
 
 
 def fill(buffer: Any, value: Any) -> None:
-    _emit_tile("T.fill", lambda: semantic.fill(buffer, value))
+    _emit_tile("T.fill", Fill, buffer, value)
 
 
 def clear(buffer: Any) -> None:
-    _emit_tile("T.clear", lambda: semantic.fill(buffer, 0))
+    _emit_tile("T.clear", Fill, buffer, 0)
 
 
 def _atomic(kind: str) -> Any:
@@ -256,7 +258,7 @@ def _atomic(kind: str) -> Any:
         what = f"T.atomic_{kind}"
         b = current(what)
         b.require_kernel(what)
-        b.emit(semantic.atomic(kind, dst, value))
+        b.emit(TILE_RULES.require(Atomic, "check", "the language")(kind, dst, value))
 
     atomic_op.__name__ = f"atomic_{kind}"
     return atomic_op

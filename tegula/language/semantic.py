@@ -1,5 +1,8 @@
 """What tile operations mean: operand forms, shape and dtype rules, in one place.
 
+Each tile op's builder is its ``check`` rule in :mod:`tegula.ir.tile_rules` (the ``T.*``
+primitives call it through the registry).
+
 The AST parser only walks Python; the functions here turn user operands (buffers, slice regions,
 start elements) into :class:`BufferRegion` s and check shapes, scopes and dtypes. Every
 failure is a typed tegula error; the parser attaches the user's source line to it.
@@ -14,6 +17,7 @@ from tegula.ir import dtype as dt
 from tegula.ir.buffer import Buffer, BufferRegion, Dim
 from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce, REDUCE_KINDS
+from tegula.ir.tile_rules import tile_rule
 
 Operand = Union[Buffer, BufferRegion, BufferLoad]
 GEMM_POLICIES = ("Square", "FullRow", "FullCol")
@@ -72,6 +76,7 @@ def same_shape(a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(_same_extent(x, y) for x, y in zip(a, b))
 
 
+@tile_rule(Copy, "check")
 def copy(src: Any, dst: Any) -> Copy:
     if isinstance(src, BufferLoad) and isinstance(dst, BufferLoad):
         raise KernelTypeError("T.copy: both operands are single elements, so the tile size is unknown; "
@@ -93,6 +98,7 @@ def copy(src: Any, dst: Any) -> Copy:
 _GEMM_OPERAND_SCOPES = ("shared", "shared.dyn", "local.fragment", "local")
 
 
+@tile_rule(Gemm, "check")
 def gemm(A: Any, B: Any, C: Any, transpose_A: bool, transpose_B: bool, policy: Any,
          clear_accum: bool, k_pack: int, wg_wait: int) -> Gemm:
     a, b, c = (to_region(x, f"T.gemm operand {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
@@ -141,6 +147,7 @@ def _norm_dim(dim: Any, ndim: int, what: str) -> int:
     return dim % ndim
 
 
+@tile_rule(Reduce, "check")
 def reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> Reduce:
     what = f"T.reduce_{kind}"
     assert kind in REDUCE_KINDS
@@ -161,6 +168,7 @@ def reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> Reduce:
     return Reduce(kind, s, d, k, bool(clear))
 
 
+@tile_rule(CumSum, "check")
 def cumsum(src: Any, dst: Any, dim: Any, reverse: bool) -> CumSum:
     s = to_region(src, "T.cumsum source")
     d = to_region(dst if dst is not None else src, "T.cumsum destination")
@@ -170,6 +178,7 @@ def cumsum(src: Any, dst: Any, dim: Any, reverse: bool) -> CumSum:
     return CumSum(s, d, _norm_dim(dim, len(s.extents), "T.cumsum"), bool(reverse))
 
 
+@tile_rule(Fill, "check")
 def fill(dst: Any, value: Any) -> Fill:
     d = to_region(dst, "T.fill destination", like=None) if not isinstance(dst, BufferLoad) else None
     if d is None:
@@ -177,6 +186,7 @@ def fill(dst: Any, value: Any) -> Fill:
     return Fill(d, as_expr(value, like=d.dtype))
 
 
+@tile_rule(Atomic, "check")
 def atomic(kind: str, dst: Any, value: Any) -> Atomic:
     what = f"T.atomic_{kind}"
     if isinstance(value, (Buffer, BufferRegion)):

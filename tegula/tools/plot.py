@@ -263,7 +263,7 @@ def kernel_layouts(kernel_or_func: Any, *args: Any, target: Any = None,
             out[prefix + buf.name] = (lay, buf.dtype.itemsize)
         chosen = choose_shared_layouts(k)
         for buf in k.allocs:
-            if buf.scope in ("shared", "shared.dyn"):
+            if buf.is_shared:
                 lay = chosen.get(buf) or RowMajor(tuple(int(d) for d in buf.shape))
                 out[prefix + buf.name] = (lay, buf.dtype.itemsize)
     return out

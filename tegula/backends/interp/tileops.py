@@ -1,4 +1,5 @@
-"""Tile operation rules: copy, gemm, reductions, cumsum, fill, atomics, print.
+"""Tile operation rules of the interpreter (aspect ``"cpu"`` of :mod:`tegula.ir.tile_rules`):
+copy, gemm, reductions, cumsum, fill, atomics, print.
 
 Regions are read as whole tiles (numpy views when they lie inside the buffer; out-of-bounds
 elements read as zero) and written back with out-of-bounds elements dropped.
@@ -13,8 +14,9 @@ from tegula.errors import OutOfBoundsError, ScopeError, ShapeError
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.expr import Const
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
+from tegula.ir.tile_rules import tile_rule
 from tegula.backends.closure import F32, MASK, StmtFn, compile_expr, is_narrow
-from tegula.backends.interp.context import Ctx, stmt_rule
+from tegula.backends.interp.context import Ctx
 from tegula.backends.interp.stmts import BLOCK_INDEX
 
 
@@ -133,7 +135,7 @@ def _convert(tile: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return tile
 
 
-@stmt_rule(Copy)
+@tile_rule(Copy, "cpu")
 def _copy(s: Copy, ctx: Ctx) -> StmtFn:
     _not_in_parallel(s, ctx, "T.copy")
     src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
@@ -156,7 +158,7 @@ def _as2d(x: np.ndarray, node: Any, what: str) -> np.ndarray:
     raise ShapeError(f"T.gemm: {what} must be a 2-D tile, got shape {x.shape}", node.span)
 
 
-@stmt_rule(Gemm)
+@tile_rule(Gemm, "cpu")
 def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
     _not_in_parallel(s, ctx, "T.gemm")
     ra, rb, rc = Region(s.A, ctx, s), Region(s.B, ctx, s), Region(s.C, ctx, s)
@@ -227,7 +229,7 @@ def _acc_dtype(d: Any) -> np.dtype:
     return F32 if is_narrow(d) else d.np
 
 
-@stmt_rule(Reduce)
+@tile_rule(Reduce, "cpu")
 def _reduce(s: Reduce, ctx: Ctx) -> StmtFn:
     _not_in_parallel(s, ctx, f"T.reduce_{s.kind}")
     src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
@@ -254,7 +256,7 @@ def _reduce(s: Reduce, ctx: Ctx) -> StmtFn:
     return reduce
 
 
-@stmt_rule(CumSum)
+@tile_rule(CumSum, "cpu")
 def _cumsum(s: CumSum, ctx: Ctx) -> StmtFn:
     _not_in_parallel(s, ctx, "T.cumsum")
     src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
@@ -272,7 +274,7 @@ def _cumsum(s: CumSum, ctx: Ctx) -> StmtFn:
     return cumsum
 
 
-@stmt_rule(Fill)
+@tile_rule(Fill, "cpu")
 def _fill(s: Fill, ctx: Ctx) -> StmtFn:
     _not_in_parallel(s, ctx, "T.fill")
     dst = Region(s.dst, ctx, s)
@@ -310,7 +312,7 @@ def _atomic_apply(kind: str, seg: np.ndarray, v: Any) -> None:
         _ATOMIC_UFUNCS[kind](seg, np.asarray(v).astype(seg.dtype), out=seg)
 
 
-@stmt_rule(Atomic)
+@tile_rule(Atomic, "cpu")
 def _atomic(s: Atomic, ctx: Ctx) -> StmtFn:
     if ctx.in_parallel:
         from tegula.backends.interp.atomics import lane_atomic
@@ -342,7 +344,7 @@ def _atomic(s: Atomic, ctx: Ctx) -> StmtFn:
     return atomic
 
 
-@stmt_rule(Print)
+@tile_rule(Print, "cpu")
 def _print(s: Print, ctx: Ctx) -> StmtFn:
     bslot = ctx.slot(BLOCK_INDEX)
     msg = s.msg

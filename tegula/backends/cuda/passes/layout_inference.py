@@ -1,13 +1,15 @@
 """Layout inference: choose how every fragment of a kernel is spread over its threads.
 
-Works in levels, as DESIGN.md says:
+Works in levels:
 
-1. **strict**: the accumulator of a ``T.gemm`` that runs on tensor cores gets the ``mma.sync``
-   accumulator layout for the warp grid its ``policy`` picks; layouts from ``T.annotate_layout``.
+1. **strict**: layouts from ``T.annotate_layout``; each tile op's ``layout.strict`` rule (the
+   accumulator of a ``T.gemm`` that runs on tensor cores gets the ``mma.sync`` accumulator
+   layout for the warp grid its ``policy`` picks).
 2. **propagation**, to a fixed point: through ``T.Parallel`` loops (fragments indexed by the
    loop variables share the layout of the loop; one-dimensional fragments indexed by the first
-   loop variable take the *rows* of it), through reductions along the last dimension (the
-   destination holds the rows of the source) and through fragment-to-fragment copies.
+   loop variable take the *rows* of it) and through each tile op's ``layout`` rule (reductions
+   along the last dimension: the destination holds the rows of the source; fragment-to-fragment
+   copies: one layout).
 3. **free choices** for what is left, in program order: a row layout for 2-d tiles, a flat
    vector layout otherwise, a replicated layout (every thread holds everything) for tiny ones;
    each choice is propagated before the next.
@@ -39,7 +41,9 @@ from typing import Any, Optional
 from tegula.errors import LayoutError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Var
-from tegula.ir.stmt import Copy, For, Gemm, Kernel, PrimFunc, Reduce, BufferStore, parallel_nest
+from tegula.ir.stmt import (BufferStore, Copy, For, Gemm, Kernel, PrimFunc, Reduce, TileOp,
+                            parallel_nest)
+from tegula.ir.tile_rules import TILE_RULES, tile_rule
 from tegula.ir.visitor import Mutator, Visitor, post_order_visit
 from tegula.layout.fragment import (FlatLayout, Fragment, MmaLayout, Replicated, RowLayout,
                                     RowsOf, mma_warps)
@@ -55,9 +59,19 @@ class LayoutPlan:
     fragments: dict = field(default_factory=dict)   # Buffer -> Fragment
     gemm_warps: dict = field(default_factory=dict)   # Gemm -> (wm, wn)
     origin: dict = field(default_factory=dict)       # Buffer -> (reason, span) of the layout
+    threads: int = 0                                 # threads of the kernel's blocks
 
     def of(self, buf: Buffer) -> Fragment:
         return self.fragments[buf]
+
+    def assign(self, buf: Buffer, lay: Fragment, why: str, span: Any) -> bool:
+        """Give ``buf`` layout ``lay`` (for ``why``, at ``span``) unless it has one or the
+        shapes differ; True when it was assigned."""
+        if buf in self.fragments or tuple(lay.shape) != tuple(buf.shape):
+            return False
+        self.fragments[buf] = lay
+        self.origin[buf] = (why, span)
+        return True
 
 
 def gemm_on_tensor_cores(g: Gemm) -> bool:
@@ -80,23 +94,18 @@ def _tile_mn(g: Gemm) -> tuple[int, int]:
 
 
 class _Collect(Visitor):
-    """Gathers the facts inference works from, in program order."""
+    """Gathers the facts inference works from, in program order: the tile ops with layout
+    rules and the fragment accesses of each parallel loop."""
 
     def __init__(self) -> None:
-        self.gemms: list[Gemm] = []
-        self.reduces: list[Reduce] = []
-        self.copies: list[Copy] = []
+        self.ops: list[TileOp] = []
         self.loops: list[tuple[list[Var], list[Any], list[tuple[Buffer, tuple, Any]]]] = []
-        self.order: list[Buffer] = []
 
-    def visit_Gemm(self, g: Gemm) -> None:
-        self.gemms.append(g)
-
-    def visit_Reduce(self, r: Reduce) -> None:
-        self.reduces.append(r)
-
-    def visit_Copy(self, c: Copy) -> None:
-        self.copies.append(c)
+    def visit(self, n: Any) -> Any:
+        if isinstance(n, TileOp):
+            self.ops.append(n)
+            return None
+        return super().visit(n)
 
     def visit_For(self, f: For) -> None:
         if f.kind != "parallel":
@@ -137,92 +146,133 @@ def loop_pattern(vars_: list[Var], buf: Buffer, idx: tuple) -> Optional[str]:
 
 def infer_layouts(kernel: Kernel) -> LayoutPlan:
     """The layout plan of one kernel (see the module docstring)."""
-    plan = LayoutPlan()
-    T = kernel.num_threads
+    plan = LayoutPlan(threads=kernel.num_threads)
     col = _Collect()
     col.visit(kernel.body)
-    frags = [b for b in kernel.allocs if b.scope == "local.fragment"]
-
-    def assign(buf: Buffer, lay: Fragment, why: str, span: Any) -> bool:
-        old = plan.fragments.get(buf)
-        if old is not None:
-            return False
-        if tuple(lay.shape) != tuple(buf.shape):
-            return False
-        plan.fragments[buf] = lay
-        plan.origin[buf] = (why, span)
-        return True
+    frags = [b for b in kernel.allocs if b.is_fragment]
+    strict = TILE_RULES.each(col.ops, "layout.strict")
+    loose = TILE_RULES.each(col.ops, "layout")
 
     # level 1: strict
     for buf, lay in (kernel.annotations.get("layout_map") or {}).items():
-        if isinstance(lay, Fragment) and buf.scope == "local.fragment":
-            assign(buf, lay, "T.annotate_layout", kernel.span)
-    warps = T // 32
-    for g in col.gemms:
-        if not gemm_on_tensor_cores(g) or T % 32:
-            continue
-        M, N = _tile_mn(g)
-        wmn = mma_warps(M, N, warps, g.policy)
-        if wmn is None:
-            continue
-        want = MmaLayout(M, N, *wmn)
-        have = plan.fragments.get(g.C.buffer)
-        if have is not None and not have.same(want):
-            why, span = plan.origin[g.C.buffer]
-            raise LayoutError(
-                f"layout conflict: '{g.C.buffer.name}' is the accumulator of two gemms that need "
-                f"different layouts ({have.describe()} from {why} at {span.short() if span else '?'} "
-                f"and {want.describe()} here)", g.span,
-                hint="give both gemms the same policy and tile shape, or use separate accumulators")
-        plan.gemm_warps[g] = wmn
-        assign(g.C.buffer, want, "T.gemm", g.span)
+        if isinstance(lay, Fragment) and buf.is_fragment:
+            plan.assign(buf, lay, "T.annotate_layout", kernel.span)
+    for op, rule in strict:
+        rule(op, plan)
 
     def propagate() -> None:
         changed = True
         while changed:
             changed = False
-            for r in col.reduces:
-                src, dst = r.src.buffer, r.dst.buffer
-                ls, ld = plan.fragments.get(src), plan.fragments.get(dst)
-                last = r.dim == len(r.src.extents) - 1
-                if src.scope == dst.scope == "local.fragment" and last and src.ndim == 2:
-                    if ls is not None and ld is None and ls.rows() is not None:
-                        changed |= assign(dst, ls.rows(), "T.reduce", r.span)
-                    elif ld is not None and ls is None and isinstance(ld, RowsOf) \
-                            and tuple(ld.parent.shape) == tuple(src.shape):
-                        changed |= assign(src, ld.parent, "T.reduce", r.span)
-            for c in col.copies:
-                s, d = c.src.buffer, c.dst.buffer
-                if s.scope == d.scope == "local.fragment" and tuple(s.shape) == tuple(d.shape):
-                    if s in plan.fragments:
-                        changed |= assign(d, plan.fragments[s], "T.copy", c.span)
-                    elif d in plan.fragments:
-                        changed |= assign(s, plan.fragments[d], "T.copy", c.span)
+            for op, rule in loose:
+                changed |= rule(op, plan)
             for vars_, exts, acc in col.loops:
-                full = [(b, sp) for b, idx, sp in acc if loop_pattern(vars_, b, idx) == "full"
-                        and tuple(b.shape) == tuple(exts)]
-                rows = [(b, sp) for b, idx, sp in acc if loop_pattern(vars_, b, idx) == "rows"]
-                lay = next((plan.fragments[b] for b, _ in full if b in plan.fragments), None)
-                if lay is None:
-                    parent = next((plan.fragments[b] for b, _ in rows if isinstance(plan.fragments.get(b), RowsOf)), None)
-                    if parent is not None and tuple(parent.parent.shape) == tuple(exts):
-                        lay = parent.parent
-                if lay is None:
-                    continue
-                for b, sp in full:
-                    changed |= assign(b, lay, "T.Parallel", sp)
-                if lay.rows() is not None:
-                    for b, sp in rows:
-                        changed |= assign(b, lay.rows(), "T.Parallel", sp)
+                changed |= _parallel_loop(plan, vars_, exts, acc)
 
     # levels 2 and 3
     propagate()
     for buf in frags:
         if buf in plan.fragments:
             continue
-        assign(buf, free_layout(buf, T), "free choice", buf.span)
+        plan.assign(buf, free_layout(buf, plan.threads), "free choice", buf.span)
         propagate()
     return plan
+
+
+def _parallel_loop(plan: LayoutPlan, vars_: list[Var], exts: list[Any], acc: list) -> bool:
+    """A T.Parallel loop: fragments indexed by all its variables share one layout; 1-d ones
+    indexed by the first variable of two take its rows."""
+    full = [(b, sp) for b, idx, sp in acc if loop_pattern(vars_, b, idx) == "full"
+            and tuple(b.shape) == tuple(exts)]
+    rows = [(b, sp) for b, idx, sp in acc if loop_pattern(vars_, b, idx) == "rows"]
+    lay = next((plan.fragments[b] for b, _ in full if b in plan.fragments), None)
+    if lay is None:
+        parent = next((plan.fragments[b] for b, _ in rows if isinstance(plan.fragments.get(b), RowsOf)), None)
+        if parent is not None and tuple(parent.parent.shape) == tuple(exts):
+            lay = parent.parent
+    if lay is None:
+        return False
+    changed = False
+    for b, sp in full:
+        changed |= plan.assign(b, lay, "T.Parallel", sp)
+    if lay.rows() is not None:
+        for b, sp in rows:
+            changed |= plan.assign(b, lay.rows(), "T.Parallel", sp)
+    return changed
+
+
+# -- the layout rules of tile ops (tegula.ir.tile_rules aspects "layout.strict" and "layout") ---
+
+@tile_rule(Gemm, "layout.strict")
+def _gemm_layout(g: Gemm, plan: LayoutPlan) -> bool:
+    """A tensor-core gemm's accumulator takes the mma layout of its policy's warp grid."""
+    T = plan.threads
+    if not gemm_on_tensor_cores(g) or T % 32:
+        return False
+    M, N = _tile_mn(g)
+    wmn = mma_warps(M, N, T // 32, g.policy)
+    if wmn is None:
+        return False
+    want = MmaLayout(M, N, *wmn)
+    have = plan.fragments.get(g.C.buffer)
+    if have is not None and not have.same(want):
+        why, span = plan.origin[g.C.buffer]
+        raise LayoutError(
+            f"layout conflict: '{g.C.buffer.name}' is the accumulator of two gemms that need "
+            f"different layouts ({have.describe()} from {why} at {span.short() if span else '?'} "
+            f"and {want.describe()} here)", g.span,
+            hint="give both gemms the same policy and tile shape, or use separate accumulators")
+    plan.gemm_warps[g] = wmn
+    return plan.assign(g.C.buffer, want, "T.gemm", g.span)
+
+
+@tile_rule(Reduce, "layout")
+def _reduce_layout(r: Reduce, plan: LayoutPlan) -> bool:
+    """Along the last dimension of a 2-d fragment: the destination holds the source's rows."""
+    src, dst = r.src.buffer, r.dst.buffer
+    if not (src.is_fragment and dst.is_fragment and r.dim == len(r.src.extents) - 1
+            and src.ndim == 2):
+        return False
+    ls, ld = plan.fragments.get(src), plan.fragments.get(dst)
+    if ls is not None and ld is None and ls.rows() is not None:
+        return plan.assign(dst, ls.rows(), "T.reduce", r.span)
+    if ld is not None and ls is None and isinstance(ld, RowsOf) \
+            and tuple(ld.parent.shape) == tuple(src.shape):
+        return plan.assign(src, ld.parent, "T.reduce", r.span)
+    return False
+
+
+@tile_rule(Copy, "layout")
+def _copy_layout(c: Copy, plan: LayoutPlan) -> bool:
+    """Fragment to fragment of one shape: both sides share a layout."""
+    s, d = c.src.buffer, c.dst.buffer
+    if not (s.is_fragment and d.is_fragment and tuple(s.shape) == tuple(d.shape)):
+        return False
+    if s in plan.fragments:
+        return plan.assign(d, plan.fragments[s], "T.copy", c.span)
+    if d in plan.fragments:
+        return plan.assign(s, plan.fragments[d], "T.copy", c.span)
+    return False
+
+
+def choose_shared_layouts(kernel: Kernel) -> dict:
+    """Layouts of shared tiles: those of ``T.annotate_layout``, else an XOR swizzle for tiles
+    that tensor-core gemms read; row-major for the rest (not in the result)."""
+    out: dict = {}
+
+    def see(n: Any) -> None:
+        if isinstance(n, Gemm) and gemm_on_tensor_cores(n):
+            for r in (n.A, n.B):
+                b = r.buffer
+                shape = tuple(int(d) for d in b.shape)
+                if b.is_shared and Swizzled.suits(shape, b.dtype.itemsize):
+                    out[b] = Swizzled(shape, b.dtype.itemsize)
+
+    post_order_visit(kernel.body, see)
+    for buf, lay in (kernel.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
+        if buf.is_shared and isinstance(lay, (RowMajor, Swizzled)):
+            out[buf] = lay
+    return out
 
 
 def free_layout(buf: Buffer, T: int) -> Fragment:
@@ -242,29 +292,6 @@ def free_layout(buf: Buffer, T: int) -> Fragment:
 
 
 
-_SHARED = ("shared", "shared.dyn")
-
-
-def choose_shared_layouts(kernel: Kernel) -> dict:
-    """Buffer -> layout of the shared tiles: swizzled for those tensor-core gemms read, the
-    layout map's (``T.annotate_layout``) where it names one; row-major is left out."""
-    out: dict = {}
-
-    def see(n: Any) -> None:
-        if isinstance(n, Gemm) and gemm_on_tensor_cores(n):
-            for r in (n.A, n.B):
-                b = r.buffer
-                shape = tuple(int(d) for d in b.shape)
-                if b.scope in _SHARED and Swizzled.suits(shape, b.dtype.itemsize):
-                    out[b] = Swizzled(shape, b.dtype.itemsize)
-
-    post_order_visit(kernel.body, see)
-    for buf, lay in (kernel.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
-        if buf.scope in _SHARED and isinstance(lay, (RowMajor, Swizzled)):
-            out[buf] = lay
-    return out
-
-
 def infer_layouts_pass(func: PrimFunc) -> PrimFunc:
     """Write every kernel's layouts (fragments and shared tiles) into its layout map."""
 
@@ -276,7 +303,7 @@ def infer_layouts_pass(func: PrimFunc) -> PrimFunc:
             for b in k.allocs:
                 if b in plan.fragments:
                     chosen[b] = plan.fragments[b]
-                elif b.scope in _SHARED:
+                elif b.is_shared:
                     chosen[b] = shared.get(b) or RowMajor(tuple(int(d) for d in b.shape))
             return dataclasses.replace(k, annotations={**k.annotations, "layout_map": chosen})
 

@@ -20,9 +20,10 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import BufferLoad, Expr
 from tegula.ir.stmt import Copy, Evaluate, IfThenElse, Stmt, seq
+from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import unflatten
 from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, addr, call, guard_primary,
-                                                          region_index, sync, whole)
+                                                          region_index, whole)
 
 
 def _and(a: Optional[Expr], b: Optional[Expr]) -> Optional[Expr]:
@@ -56,11 +57,10 @@ def _tile_idx(r: BufferRegion, buf_idx: tuple) -> tuple:
     return tuple(i for i, (_, e) in zip(buf_idx, r.ranges) if not (isinstance(e, int) and e == 1))
 
 
+@tile_rule(Copy, "cuda")
 def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
     s, d = c.src, c.dst
-    sf = s.buffer.scope == "local.fragment"
-    df = d.buffer.scope == "local.fragment"
-    pre: list[Stmt] = []
+    sf, df = s.buffer.is_fragment, d.buffer.is_fragment
     if sf and df and whole(s) and whole(d) and ctx.layout(s.buffer).same(ctx.layout(d.buffer)):
         lay = ctx.layout(d.buffer)
         return ctx.unroll("k", lay.local_size, lambda k: ctx.store(
@@ -74,8 +74,6 @@ def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
         if vec is not None:
             return vec
     if df and whole(d):
-        if sf:  # different layouts: go through the source's shared copy
-            pre = [ctx.stage_out(s.buffer), sync()]
         lay = ctx.layout(d.buffer)
 
         def into(k: Any) -> Stmt:
@@ -84,7 +82,8 @@ def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
             v = ctx.load(s.buffer, src_idx, staged=True) if sf else _guarded_load(ctx, s.buffer, src_idx)
             return ctx.store(d.buffer, (), v, k=k)
 
-        return seq(*pre, ctx.unroll("k", lay.local_size, into))
+        # different layouts: the source goes through its shared copy
+        return ctx.staged(ctx.unroll("k", lay.local_size, into), reads=[s.buffer] if sf else [])
     if sf and whole(s):
         lay = ctx.layout(s.buffer)
 
@@ -96,13 +95,9 @@ def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
         return ctx.unroll("k", lay.local_size, out)
     if sf or df:
         # a part of a fragment: go through its shared copy
-        stage = []
-        if sf:
-            stage = [ctx.stage_out(s.buffer), sync()]
-        body = _flat_copy(ctx, c, staged_src=sf, staged_dst=df)
-        post = [sync(), ctx.stage_in(d.buffer)] if df else []
-        pre_d = [ctx.stage_out(d.buffer), sync()] if df else []
-        return seq(*stage, *pre_d, body, *post)
+        frags = [r.buffer for r, f in ((s, sf), (d, df)) if f]
+        return ctx.staged(_flat_copy(ctx, c, staged_src=sf, staged_dst=df), reads=frags,
+                          writes=[d.buffer] if df else [])
     return _flat_copy(ctx, c)
 
 

@@ -21,14 +21,15 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import BufferStore, Evaluate, For, Gemm, Stmt, seq
+from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import MmaLayout
-from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, addr, call, region_index,
-                                                          sync, whole)
+from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, region_index, whole)
 
 _MMA = {"float16": "tl::mma_m16n8k16_f16_f32", "bfloat16": "tl::mma_m16n8k16_bf16_f32",
         "int8": "tl::mma_m16n8k32_s8_s32", "uint8": "tl::mma_m16n8k32_u8_s32"}
 
 
+@tile_rule(Gemm, "cuda")
 def lower_gemm(ctx: Ctx, g: Gemm) -> Stmt:
     if not whole(g.C):
         raise UnsupportedError("T.gemm into part of a fragment is not supported on CUDA yet", g.span)
@@ -68,10 +69,8 @@ def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
     wmi, wni = warp // lay.wn, warp % lay.wn
     g_, q = lane // 4, lane % 4
     c_reg = ctx.reg(g.C.buffer)
-    pre: list[Stmt] = []
     a_regs = _a_from_registers(ctx, g, lay)
-    if a_buf.scope == "local.fragment" and not a_regs:
-        pre += [ctx.stage_out(a_buf), sync()]
+    staged = [a_buf] if a_buf.is_fragment and not a_regs else []
     a_frag = Buffer(ctx.fresh("A_frag"), (MI * aper,), elt, "local")
     b_frag = Buffer(ctx.fresh("B_frag"), (NI * bper,), elt, "local")
     ctx.allocs += [b_frag] + ([] if a_regs else [a_frag])
@@ -87,8 +86,8 @@ def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
         for mi in range(MI):
             m0 = wmi * WM + mi * 16
             dst = BufferLoad(a_frag, (E.const(mi * aper),))
-            if a_buf.scope in SHARED or a_buf.scope == "local.fragment":
-                staged = a_buf.scope == "local.fragment"
+            if a_buf.is_shared or a_buf.is_fragment:
+                staged = a_buf.is_fragment
                 if not g.transpose_A:
                     row, col = m0 + lane % 16, kk * kstep + (lane // 16) * (kstep // 2)
                     src = ctx.load(a_buf, _a_elem(g, row, col), staged=staged)
@@ -105,7 +104,7 @@ def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
                 else:
                     m, k = m0 + g_ + 8 * ((e // 4) % 2), kk * 32 + 4 * q + (e % 4 + 16 * (e // 8))
                 stmts.append(BufferStore(a_frag, (E.const(mi * aper + e),),
-                                         ctx.load(a_buf, _a_elem(g, m, k), staged=a_buf.scope == "local.fragment")))
+                                         ctx.load(a_buf, _a_elem(g, m, k), staged=a_buf.is_fragment)))
         return seq(*stmts)
 
     def load_b(kk: Any) -> Stmt:
@@ -156,7 +155,7 @@ def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
     kk = Var(ctx.fresh("kk"))
     loop = For(kk, E.const(0), steps, seq(load_a(kk), load_b(kk), mmas(kk)), "unroll")
     body.append(loop)
-    return seq(*pre, *body)
+    return ctx.staged(seq(*body), reads=staged)
 
 
 def _fma_gemm(ctx: Ctx, g: Gemm) -> Stmt:
@@ -165,10 +164,7 @@ def _fma_gemm(ctx: Ctx, g: Gemm) -> Stmt:
     lay = ctx.layout(c)
     acc_t = c.dtype
     calc_t = dt.float32 if acc_t.is_float and acc_t.bits < 32 else acc_t
-    pre: list[Stmt] = []
-    for r in (g.A, g.B):
-        if r.buffer.scope == "local.fragment":
-            pre += [ctx.stage_out(r.buffer), sync()]
+    staged = [r.buffer for r in (g.A, g.B) if r.buffer.is_fragment]
     K = g.A.tile_shape()[0 if g.transpose_A else 1]
     acc = Buffer(ctx.fresh("acc"), (1,), calc_t, "local")
     ctx.allocs.append(acc)
@@ -176,8 +172,8 @@ def _fma_gemm(ctx: Ctx, g: Gemm) -> Stmt:
     def one(k: Any) -> Stmt:
         i, j = lay.coords(ctx.tid, k)
         kv = Var(ctx.fresh("kr"))
-        a = ctx.load(g.A.buffer, _a_elem(g, i, kv), staged=g.A.buffer.scope == "local.fragment")
-        b = ctx.load(g.B.buffer, _b_elem(g, kv, j), staged=g.B.buffer.scope == "local.fragment")
+        a = ctx.load(g.A.buffer, _a_elem(g, i, kv), staged=g.A.buffer.is_fragment)
+        b = ctx.load(g.B.buffer, _b_elem(g, kv, j), staged=g.B.buffer.is_fragment)
         z = E.const(0)
         init = E.cast(calc_t, 0) if g.clear_accum else E.cast(calc_t, ctx.load(c, (), k))
         return seq(
@@ -186,4 +182,4 @@ def _fma_gemm(ctx: Ctx, g: Gemm) -> Stmt:
                                                 E.cast(calc_t, a) * E.cast(calc_t, b)), "serial"),
             ctx.store(c, (), BufferLoad(acc, (z,)), k=k))
 
-    return seq(*pre, ctx.unroll("k", lay.local_size, one))
+    return ctx.staged(ctx.unroll("k", lay.local_size, one), reads=staged)

@@ -18,6 +18,7 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
 from tegula.ir.stmt import BufferStore, CumSum, For, IfThenElse, Reduce, Stmt, seq
+from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import MmaLayout, RowLayout, RowsOf
 from tegula.backends.cuda.passes.lowering_context import (Ctx, region_index, sync, whole)
 
@@ -50,6 +51,7 @@ def _row_members(lay: Any, r: Any) -> tuple[list[int], Callable[..., Expr]]:
     return [lay.Q, lay.v], lambda qq, e: (r * lay.Q + qq) * lay.v + e
 
 
+@tile_rule(Reduce, "cuda")
 def lower_reduce(ctx: Ctx, red: Reduce) -> Stmt:
     s, d = red.src.buffer, red.dst.buffer
     if s.scope == d.scope == "local.fragment" and whole(red.src) and whole(red.dst) \
@@ -126,9 +128,7 @@ def _read_src(ctx: Ctx, buf: Buffer, idx: tuple) -> Expr:
 
 def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
     s, d = red.src, red.dst
-    pre: list[Stmt] = []
-    if s.buffer.scope == "local.fragment":
-        pre += [ctx.stage_out(s.buffer), sync()]
+    reads = [s.buffer] if s.buffer.is_fragment else []
     src_ext = [int(e) for e in s.extents]
     n_red = src_ext[red.dim]
     out_ext = src_ext[:red.dim] + src_ext[red.dim + 1:]
@@ -157,13 +157,10 @@ def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
             oidx = _dst_to_out(d, didx, out_ext)
             return compute(oidx, lambda v: ctx.store(d.buffer, (), v, k=k), lambda: ctx.load(d.buffer, (), k))
 
-        return seq(*pre, ctx.unroll("k", lay.local_size, mine))
+        return ctx.staged(ctx.unroll("k", lay.local_size, mine), reads=reads)
     # shared (or part of a fragment) destination: threads share out the output elements
-    post: list[Stmt] = []
-    staged = d.buffer.scope == "local.fragment"
-    if staged:
-        pre += [ctx.stage_out(d.buffer), sync()]
-        post = [sync(), ctx.stage_in(d.buffer)]
+    staged = d.buffer.is_fragment
+    writes = [d.buffer] if staged else []
     n_out = 1
     for e in out_ext:
         n_out *= e
@@ -178,7 +175,7 @@ def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
                      lambda: ctx.load(d.buffer, didx, staged=staged))
         return IfThenElse(E.compare("lt", o, n_out), st) if n_out % ctx.threads else st
 
-    return seq(*pre, ctx.unroll("i", per, share), *post)
+    return ctx.staged(ctx.unroll("i", per, share), reads=reads + writes, writes=writes)
 
 
 def _dst_to_out(d: Any, didx: tuple, out_ext: list) -> tuple:
@@ -195,12 +192,10 @@ def _out_to_dst(d: Any, oidx: tuple) -> tuple:
     return region_index(d, oidx)
 
 
+@tile_rule(CumSum, "cuda")
 def lower_cumsum(ctx: Ctx, cs: CumSum) -> Stmt:
     """Inclusive scan along ``dim``: staged in shared memory, one thread per line, serially."""
     s, d = cs.src, cs.dst
-    pre: list[Stmt] = []
-    if s.buffer.scope == "local.fragment":
-        pre += [ctx.stage_out(s.buffer), sync()]
     ext = [int(e) for e in s.extents]
     n = ext[cs.dim]
     lines = ext[:cs.dim] + ext[cs.dim + 1:]
@@ -210,7 +205,7 @@ def lower_cumsum(ctx: Ctx, cs: CumSum) -> Stmt:
     acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
     acc = Buffer(ctx.fresh("scan"), (1,), acc_t, "local")
     ctx.allocs.append(acc)
-    staged_d = d.buffer.scope == "local.fragment"
+    staged_d = d.buffer.is_fragment
     # results go to the destination's shared copy when it is a fragment
     out_buf = d.buffer
     from tegula.layout.fragment import unflatten
@@ -232,5 +227,9 @@ def lower_cumsum(ctx: Ctx, cs: CumSum) -> Stmt:
         st = seq(BufferStore(acc, (z,), E.cast(acc_t, 0)), For(kv, E.const(0), n, body, "serial"))
         return IfThenElse(E.compare("lt", li, n_lines), st) if n_lines % ctx.threads else st
 
-    post = [sync(), ctx.stage_in(d.buffer)] if staged_d else []
-    return seq(*pre, ctx.unroll("i", per, line), *post)
+    # a fragment destination is written through its shared copy (kept whole when only part
+    # of it is the destination)
+    reads = [s.buffer] if s.buffer.is_fragment else []
+    if staged_d and not whole(d):
+        reads.append(d.buffer)
+    return ctx.staged(ctx.unroll("i", per, line), reads=reads, writes=[d.buffer] if staged_d else [])

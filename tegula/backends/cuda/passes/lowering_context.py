@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from tegula.errors import UnsupportedError
+from tegula.errors import ScopeError, UnsupportedError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
-from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, Stmt
-from tegula.layout.fragment import Fragment, Replicated, RowsOf, MmaLayout, RowLayout
+from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, Stmt, seq
+from tegula.ir.visitor import Mutator
+from tegula.layout.fragment import Fragment, Replicated, RowsOf, MmaLayout, RowLayout, unflatten
 from tegula.layout.shared import RowMajor
 from tegula.backends.cuda.passes.layout_inference import LayoutPlan
 
@@ -148,6 +149,21 @@ class Ctx:
         return self.unroll("k", lay.local_size, lambda k: self.store(
             frag, (), self.load(frag, lay.coords(self.tid, k), staged=True), k=k))
 
+    def staged(self, body: Stmt, reads: Sequence[Buffer] = (), writes: Sequence[Buffer] = (),
+               fence_after: bool = False) -> Stmt:
+        """``body`` reaching fragments through their shared copies (``load``/``store`` with
+        ``staged=True``), with the staging and its barriers around it: the registers of
+        ``reads`` go to their copies first (then a barrier), and after ``body`` (a barrier,
+        then) ``writes`` reload their registers from their copies, with one more barrier when
+        ``fence_after`` (the copies are free for the next op). A fragment ``body`` writes only
+        part of must be in ``reads`` too. The one place lowering stages fragments."""
+        outs = list(dict.fromkeys(reads))
+        ins = list(dict.fromkeys(writes))
+        pre = [self.stage_out(b) for b in outs] + ([sync()] if outs else [])
+        post = ([sync()] + [self.stage_in(b) for b in ins] + ([sync()] if fence_after else [])) \
+            if ins else []
+        return seq(*pre, body, *post)
+
 
 def _flat(idx: Sequence[Expr], shape: Sequence[Any]) -> Expr:
     from tegula.layout.fragment import flatten
@@ -208,6 +224,49 @@ def region_index(r: BufferRegion, tile_idx: Sequence[Expr]) -> tuple[Expr, ...]:
     if rest:
         raise UnsupportedError("region rank mismatch in lowering")
     return tuple(out)
+
+
+def strided(ctx: Ctx, r: BufferRegion, fn: Any, every_thread: bool = False) -> Stmt:
+    """Run ``fn(buffer_index)`` over the elements of region ``r``, dealt round-robin to the
+    threads (``every_thread``: each thread runs all of them, serially)."""
+    tile = [int(e) for e in r.extents]
+    n = 1
+    for e in tile:
+        n *= e
+    if every_thread:
+        i = Var(ctx.fresh("e"))
+        idx = tuple(st + x for (st, _), x in zip(r.ranges, unflatten(i, tile)))
+        return For(i, E.const(0), n, fn(idx), "serial")
+    per = -(-n // ctx.threads)
+
+    def one(i: Any) -> Stmt:
+        flat = i * ctx.threads + ctx.tid
+        idx = tuple(st + x for (st, _), x in zip(r.ranges, unflatten(flat, tile)))
+        st = fn(idx)
+        return IfThenElse(E.compare("lt", flat, n), st) if n % ctx.threads else st
+
+    return ctx.unroll("i", per, one)
+
+
+def block_expr(ctx: Ctx, e: Expr) -> Expr:
+    """A block-level expression (outside T.Parallel) in thread-level form: shared loads go
+    through the layout; fragments must hold one element."""
+
+    class X(Mutator):
+        def visit_BufferLoad(m, n: BufferLoad) -> Expr:
+            idx = tuple(m.visit(i) for i in n.indices)
+            if n.buffer.is_shared:
+                return ctx.load(n.buffer, idx)
+            if n.buffer.is_fragment:
+                lay = ctx.layout(n.buffer)
+                if lay.local_size == 1:
+                    return ctx.load(n.buffer, (), 0)
+                raise ScopeError(f"fragment '{n.buffer.name}' is read element by element outside "
+                                 "T.Parallel; its elements are spread across threads", n.span,
+                                 hint="read it inside a T.Parallel loop, or copy it to shared memory first")
+            return BufferLoad(n.buffer, idx, span=n.span)
+
+    return X().visit(e)
 
 
 def whole(r: BufferRegion) -> bool:
