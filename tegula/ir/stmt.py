@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from tegula.ir.buffer import Buffer, BufferRegion, Dim
+from tegula.ir.combiners import COMBINERS
 from tegula.ir.expr import Expr, Node, Var
 
 
@@ -139,12 +140,13 @@ class Gemm(TileOp):
     wg_wait: int = 0
 
 
-REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+REDUCE_KINDS = tuple(COMBINERS)  # one row each in tegula/ir/combiners.py
 
 
 @dataclass(frozen=True, eq=False)
 class Reduce(TileOp):
-    """``T.reduce_<kind>(src, dst, dim, clear)``; dst has src's shape without ``dim``."""
+    """``T.reduce_<kind>(src, dst, dim, clear)``; dst has src's shape without ``dim``. How
+    ``kind`` combines elements is its row in :mod:`tegula.ir.combiners`."""
 
     kind: str
     src: BufferRegion
@@ -159,10 +161,19 @@ class Reduce(TileOp):
 
 @dataclass(frozen=True, eq=False)
 class CumSum(TileOp):
+    """``T.cum<kind>(src, dst, dim, reverse)``: the inclusive scan along ``dim`` (``reverse``:
+    from the end), combining as the ``kind`` row of :mod:`tegula.ir.combiners` says
+    (``T.cumsum``: "sum", ``T.cummax``: "max")."""
+
     src: BufferRegion
     dst: BufferRegion
     dim: int
     reverse: bool = False
+    kind: str = "sum"
+
+    @property
+    def op_name(self) -> str:
+        return f"T.cum{self.kind}"
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,6 +18,18 @@ from tegula.ir.tile_rules import TILE_RULES
 from tegula.language import semantic
 from tegula.language.builder import current
 
+# the T.* names (``tegula.language`` exports exactly these)
+__all__ = ["And", "Cast", "GemmWarpPolicy", "Kernel", "Not", "Or", "Parallel", "Pipelined",
+           "Select", "Serial", "abs", "alloc_fragment", "alloc_local", "alloc_shared",
+           "alloc_var", "annotate_layout", "atomic_add", "atomic_max", "atomic_min", "cast",
+           "ceil", "ceildiv", "clamp", "clear", "copy", "cos", "cumsum", "erf", "exp", "exp2",
+           "exp10", "expm1", "fill", "floor", "floordiv", "floormod", "fmod", "gemm", "grid",
+           "if_then_else", "infinity", "isinf", "isnan", "log", "log1p", "log2", "log10", "max",
+           "max_value", "min", "min_value", "ninf", "pow", "print", "reduce_absmax",
+           "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "round", "rsqrt", "serial",
+           "sigmoid", "sin", "sqrt", "sync_threads", "tan", "tanh", "trunc", "truncdiv",
+           "truncmod", "unroll", "use_swizzle", "vectorized"]
+
 
 # ---------------------------------------------------------------------------------------------
 # Launch, loops

@@ -16,7 +16,8 @@ from tegula.errors import DTypeError, KernelTypeError, ScopeError, ShapeError
 from tegula.ir import dtype as dt
 from tegula.ir.buffer import Buffer, BufferRegion, Dim
 from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
-from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce, REDUCE_KINDS
+from tegula.ir.combiners import COMBINERS
+from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
 from tegula.ir.tile_rules import tile_rule
 
 Operand = Union[Buffer, BufferRegion, BufferLoad]
@@ -150,12 +151,12 @@ def _norm_dim(dim: Any, ndim: int, what: str) -> int:
 @tile_rule(Reduce, "check")
 def reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> Reduce:
     what = f"T.reduce_{kind}"
-    assert kind in REDUCE_KINDS
     s, d = to_region(src, f"{what} source"), to_region(dst, f"{what} destination")
     for r in (s, d):
-        if r.buffer.scope == "global":
+        if r.buffer.is_global:
             raise ScopeError(f"{what}: '{r.buffer.name}' is in global memory; reductions work on "
                              "fragments or shared memory", hint="T.copy the tile into a fragment first")
+    _check_kind(what, kind, s, d)
     shape = s.extents
     k = _norm_dim(dim, len(shape), what)
     want = shape[:k] + shape[k + 1:]
@@ -168,14 +169,27 @@ def reduce(kind: str, src: Any, dst: Any, dim: Any, clear: bool) -> Reduce:
     return Reduce(kind, s, d, k, bool(clear))
 
 
+def _check_kind(what: str, kind: str, *regions: BufferRegion) -> None:
+    """``kind`` has a row in :mod:`tegula.ir.combiners`, and the regions' dtypes suit it."""
+    row = COMBINERS.get(kind)
+    if row is None:
+        raise KernelTypeError(f"{what}: no such reduction kind {kind!r}; known: {', '.join(COMBINERS)}")
+    for r in regions:
+        if row.ints and not r.dtype.is_int:
+            raise DTypeError(f"{what}: '{r.buffer.name}' is {r.dtype}; bitwise reductions need "
+                             "integer tiles", hint="use an int or uint dtype")
+
+
 @tile_rule(CumSum, "check")
-def cumsum(src: Any, dst: Any, dim: Any, reverse: bool) -> CumSum:
-    s = to_region(src, "T.cumsum source")
-    d = to_region(dst if dst is not None else src, "T.cumsum destination")
+def cumsum(src: Any, dst: Any, dim: Any, reverse: bool, kind: str = "sum") -> CumSum:
+    what = f"T.cum{kind}"
+    s = to_region(src, f"{what} source")
+    d = to_region(dst if dst is not None else src, f"{what} destination")
     if not same_shape(s.extents, d.extents):
-        raise ShapeError(f"T.cumsum: source {shape_str(s.extents)} and destination "
+        raise ShapeError(f"{what}: source {shape_str(s.extents)} and destination "
                          f"{shape_str(d.extents)} differ")
-    return CumSum(s, d, _norm_dim(dim, len(s.extents), "T.cumsum"), bool(reverse))
+    _check_kind(what, kind, s, d)
+    return CumSum(s, d, _norm_dim(dim, len(s.extents), what), bool(reverse), kind)
 
 
 @tile_rule(Fill, "check")

@@ -6,12 +6,13 @@ elements read as zero) and written back with out-of-bounds elements dropped.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from tegula.errors import OutOfBoundsError, ScopeError, ShapeError
 from tegula.ir.buffer import BufferRegion
+from tegula.ir.combiners import COMBINERS, Combiner
 from tegula.ir.expr import Const
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
 from tegula.ir.tile_rules import tile_rule
@@ -207,22 +208,17 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
     return gemm
 
 
-_REDUCERS: dict[str, Callable[[np.ndarray, int, Any], np.ndarray]] = {
-    "sum": lambda x, ax, acc: np.sum(x, axis=ax, dtype=acc),
-    "abssum": lambda x, ax, acc: np.sum(np.abs(x), axis=ax, dtype=acc),
-    "max": lambda x, ax, acc: np.max(x, axis=ax).astype(acc) if x.shape[ax] else
-    np.full(np.delete(x.shape, ax), _lowest(acc), acc),
-    "min": lambda x, ax, acc: np.min(x, axis=ax).astype(acc) if x.shape[ax] else
-    np.full(np.delete(x.shape, ax), -_lowest(acc), acc),
-    "absmax": lambda x, ax, acc: np.max(np.abs(x), axis=ax).astype(acc) if x.shape[ax] else
-    np.zeros(np.delete(x.shape, ax), acc),
-}
-_COMBINE = {"sum": np.add, "abssum": np.add, "max": np.maximum, "min": np.minimum,
-            "absmax": np.maximum}
-
-
-def _lowest(acc: np.dtype) -> Any:
-    return -np.inf if acc.kind == "f" else np.iinfo(acc).min
+def _reduce_tile(c: Combiner, x: np.ndarray, ax: int, acc: np.dtype, dtype: Any) -> np.ndarray:
+    """``x`` combined along axis ``ax`` as row ``c`` says, in accumulator dtype ``acc``."""
+    if c.widen and x.dtype != acc:
+        x = x.astype(acc)
+    if c.absolute:
+        x = np.abs(x)
+    if not x.shape[ax]:
+        return np.full(np.delete(x.shape, ax), c.identity(dtype), acc)
+    if c.widen:
+        return c.ufunc.reduce(x, axis=ax, dtype=acc)
+    return c.ufunc.reduce(x, axis=ax).astype(acc)
 
 
 def _acc_dtype(d: Any) -> np.dtype:
@@ -237,41 +233,42 @@ def _reduce(s: Reduce, ctx: Ctx) -> StmtFn:
     if not 0 <= dim < src.ndim:
         raise ShapeError(f"T.reduce_{s.kind}: dim {s.dim} is out of range for a "
                          f"{src.ndim}-D source", s.span)
-    acc = _acc_dtype(s.dst.buffer.dtype)
-    reducer, combine = _REDUCERS[s.kind], _COMBINE[s.kind]
+    dtype = s.dst.buffer.dtype
+    acc = _acc_dtype(dtype)
+    c = COMBINERS[s.kind]
     clear = s.clear
 
     def reduce(env: list) -> None:
-        x = src.read(env)
-        if x.dtype != acc and s.kind in ("sum", "abssum"):
-            x = x.astype(acc)
-        r = reducer(x, dim, acc)
+        r = _reduce_tile(c, src.read(env), dim, acc, dtype)
         if not clear:
             old = dst.read(env)
             if old.size != r.size:
                 raise ShapeError(f"T.reduce_{s.kind}: destination holds {old.size} elements but "
                                  f"the reduction gives {r.shape}", s.span)
-            r = combine(r, old.reshape(r.shape).astype(acc, copy=False))
+            r = c.ufunc(r, old.reshape(r.shape).astype(acc, copy=False))
         dst.write(env, r)
     return reduce
 
 
 @tile_rule(CumSum, "cpu")
 def _cumsum(s: CumSum, ctx: Ctx) -> StmtFn:
-    _not_in_parallel(s, ctx, "T.cumsum")
+    _not_in_parallel(s, ctx, s.op_name)
     src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
     dim = s.dim + src.ndim if s.dim < 0 else s.dim
     acc = _acc_dtype(s.dst.buffer.dtype)
     rev = s.reverse
+    c = COMBINERS[s.kind]
 
-    def cumsum(env: list) -> None:
+    def scan(env: list) -> None:
         x = src.read(env).astype(acc)
+        if c.absolute:
+            x = np.abs(x)
         if rev:
-            r = np.flip(np.cumsum(np.flip(x, dim), axis=dim, dtype=acc), dim)
+            r = np.flip(c.ufunc.accumulate(np.flip(x, dim), axis=dim, dtype=acc), dim)
         else:
-            r = np.cumsum(x, axis=dim, dtype=acc)
+            r = c.ufunc.accumulate(x, axis=dim, dtype=acc)
         dst.write(env, r)
-    return cumsum
+    return scan
 
 
 @tile_rule(Fill, "cpu")

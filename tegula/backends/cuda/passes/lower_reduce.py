@@ -1,4 +1,4 @@
-"""Lowering ``T.reduce_*`` and ``T.cumsum``.
+"""Lowering ``T.reduce_*`` and the scans ``T.cumsum`` / ``T.cummax``.
 
 A reduction along the last dimension of a fragment whose destination holds the rows of the
 source layout runs in three steps: each thread combines the registers of a row it holds; the
@@ -17,30 +17,19 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
+from tegula.ir.combiners import COMBINERS
 from tegula.ir.stmt import BufferStore, CumSum, For, IfThenElse, Reduce, Stmt, seq
 from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import MmaLayout, RowLayout, RowsOf
 from tegula.backends.cuda.passes.lowering_context import (Ctx, region_index, sync, whole)
 
-_COMBINE: dict[str, Callable[[Expr, Expr], Expr]] = {
-    "sum": lambda a, b: a + b, "abssum": lambda a, b: a + b,
-    "max": E.maximum, "absmax": E.maximum, "min": E.minimum,
-}
-
-
 def _init(kind: str, t: dt.DType) -> Expr:
-    import math
-
-    if kind in ("sum", "abssum", "absmax"):
-        return E.cast(t, 0)
-    inf = math.inf if t.is_float else None
-    if kind == "max":
-        return E.const(-inf, t) if inf else E.const(int(-(2 ** (t.bits - 1))) if t.kind == "int" else 0, t)
-    return E.const(inf, t) if inf else E.const(int(2 ** (t.bits - 1) - 1) if t.kind == "int" else 2 ** t.bits - 1, t)
+    """What the accumulator starts from: the identity of the kind's combiner."""
+    return E.const(COMBINERS[kind].identity(t), t)
 
 
 def _elem(kind: str, v: Expr) -> Expr:
-    return E.call("abs", v) if kind in ("abssum", "absmax") else v
+    return E.call("abs", v) if COMBINERS[kind].absolute else v
 
 
 def _row_members(lay: Any, r: Any) -> tuple[list[int], Callable[..., Expr]]:
@@ -66,7 +55,7 @@ def lower_reduce(ctx: Ctx, red: Reduce) -> Stmt:
 def _row_reduce(ctx: Ctx, red: Reduce, ls: Any, rows: RowsOf) -> Stmt:
     s, d = red.src.buffer, red.dst.buffer
     acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
-    comb = _COMBINE[red.kind]
+    comb = COMBINERS[red.kind].combine
     acc = Buffer(ctx.fresh("red"), (rows.local_size,), acc_t, "local")
     ctx.allocs.append(acc)
     t = ctx.tid
@@ -133,7 +122,7 @@ def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
     n_red = src_ext[red.dim]
     out_ext = src_ext[:red.dim] + src_ext[red.dim + 1:]
     acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
-    comb = _COMBINE[red.kind]
+    comb = COMBINERS[red.kind].combine
     acc = Buffer(ctx.fresh("red"), (1,), acc_t, "local")
     ctx.allocs.append(acc)
     z = E.const(0)
@@ -194,7 +183,8 @@ def _out_to_dst(d: Any, oidx: tuple) -> tuple:
 
 @tile_rule(CumSum, "cuda")
 def lower_cumsum(ctx: Ctx, cs: CumSum) -> Stmt:
-    """Inclusive scan along ``dim``: staged in shared memory, one thread per line, serially."""
+    """Inclusive scan (``T.cumsum``, ``T.cummax``) along ``dim``: staged in shared memory, one
+    thread per line, serially."""
     s, d = cs.src, cs.dst
     ext = [int(e) for e in s.extents]
     n = ext[cs.dim]
@@ -203,6 +193,7 @@ def lower_cumsum(ctx: Ctx, cs: CumSum) -> Stmt:
     for e in lines:
         n_lines *= e
     acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
+    comb = COMBINERS[cs.kind].combine
     acc = Buffer(ctx.fresh("scan"), (1,), acc_t, "local")
     ctx.allocs.append(acc)
     staged_d = d.buffer.is_fragment
@@ -222,9 +213,9 @@ def lower_cumsum(ctx: Ctx, cs: CumSum) -> Stmt:
         sidx = tuple(st + x for (st, _), x in zip(s.ranges, full))
         didx = tuple(st + x for (st, _), x in zip(d.ranges, full))
         a = BufferLoad(acc, (z,))
-        body = seq(BufferStore(acc, (z,), a + E.cast(acc_t, _read_src(ctx, s.buffer, sidx))),
-                   ctx.store(out_buf, didx, a, staged=staged_d))
-        st = seq(BufferStore(acc, (z,), E.cast(acc_t, 0)), For(kv, E.const(0), n, body, "serial"))
+        v = E.cast(acc_t, _elem(cs.kind, _read_src(ctx, s.buffer, sidx)))
+        body = seq(BufferStore(acc, (z,), comb(a, v)), ctx.store(out_buf, didx, a, staged=staged_d))
+        st = seq(BufferStore(acc, (z,), _init(cs.kind, acc_t)), For(kv, E.const(0), n, body, "serial"))
         return IfThenElse(E.compare("lt", li, n_lines), st) if n_lines % ctx.threads else st
 
     # a fragment destination is written through its shared copy (kept whole when only part
