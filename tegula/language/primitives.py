@@ -20,10 +20,10 @@ from tegula.language.builder import current
 
 # the T.* names (``tegula.language`` exports exactly these)
 __all__ = ["And", "Cast", "GemmWarpPolicy", "Kernel", "Not", "Or", "Parallel", "Pipelined",
-           "Select", "Serial", "abs", "alloc_fragment", "alloc_local", "alloc_shared",
-           "alloc_var", "annotate_layout", "atomic_add", "atomic_max", "atomic_min", "cast",
-           "ceil", "ceildiv", "clamp", "clear", "copy", "cos", "cumsum", "erf", "exp", "exp2",
-           "exp10", "expm1", "fill", "floor", "floordiv", "floormod", "fmod", "gemm", "grid",
+           "Select", "Serial", "abs", "alloc_fragment", "alloc_local", "alloc_shared", "alloc_var",
+           "annotate_layout", "atomic_add", "atomic_max", "atomic_min", "cast", "ceil", "ceildiv",
+           "clamp", "clear", "copy", "cos", "cummax", "cumsum", "erf", "exp", "exp2", "exp10",
+           "expm1", "fill", "floor", "floordiv", "floormod", "fmod", "gemm", "grid",
            "if_then_else", "infinity", "isinf", "isnan", "log", "log1p", "log2", "log10", "max",
            "max_value", "min", "min_value", "ninf", "pow", "print", "reduce_absmax",
            "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "round", "rsqrt", "serial",
@@ -253,7 +253,15 @@ reduce_absmax = _reducer("absmax")
 
 
 def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
+    """``dst = `` the inclusive prefix sum of ``src`` along ``dim`` (``reverse``: suffix sum);
+    in place when ``dst`` is None."""
     _emit_tile("T.cumsum", CumSum, src, dst, dim, reverse)
+
+
+def cummax(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
+    """``dst = `` the running maximum of ``src`` along ``dim`` (``reverse``: from the end);
+    in place when ``dst`` is None."""
+    _emit_tile("T.cummax", CumSum, src, dst, dim, reverse, "max")
 
 
 def fill(buffer: Any, value: Any) -> None:
