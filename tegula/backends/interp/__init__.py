@@ -40,9 +40,11 @@ Semantics
 - **Gemm**: ``C (+)= op(A) @ op(B)`` computed in float32 (float64 for a float64 accumulator;
   narrow accumulators round the sum back); integer operands multiply exactly (float64, exact
   below 2**53) and wrap into the integer accumulator.
-- **Reduce** sum/max/min/abssum/absmax along ``dim`` of the source region; ``clear=False``
-  combines with the destination (absmax: ``max(max|src|, dst)``). Accumulates in the destination's
-  dtype (float32 for narrow floats). **CumSum** is the inclusive prefix (``reverse``: suffix) sum.
+- **Reduce** along ``dim`` of the source region, combining as its kind's row of
+  :mod:`tegula.ir.combiners` says (sum, max, min, abssum, absmax, bitand, bitor, bitxor);
+  ``clear=False`` combines with the destination (absmax: ``max(max|src|, dst)``). Accumulates in
+  the destination's dtype (float32 for narrow floats). **CumSum** is the inclusive scan of its
+  kind (``T.cumsum``: prefix sum, ``T.cummax``: running maximum; ``reverse``: from the end).
 - **Fill** fills the region, clipped to the buffer. **Atomic** add/max/min on a region or one
   element, value an expression or a tile; out-of-bounds elements dropped; narrow float adds round
   at the destination dtype. **Print** writes the message, block index and value to stdout.
