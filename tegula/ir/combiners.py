@@ -66,4 +66,8 @@ COMBINERS: dict[str, Combiner] = {c.kind: c for c in (
     Combiner("max", np.maximum, E.maximum, _lowest),
     Combiner("min", np.minimum, E.minimum, _highest),
     Combiner("absmax", np.maximum, E.maximum, lambda t: 0, absolute=True),
+    Combiner("bitand", np.bitwise_and, lambda a, b: E.binary("bitand", a, b), _all_ones, ints=True),
+    Combiner("bitor", np.bitwise_or, lambda a, b: E.binary("bitor", a, b), lambda t: 0, ints=True),
+    Combiner("bitxor", np.bitwise_xor, lambda a, b: E.binary("bitxor", a, b), lambda t: 0,
+             ints=True),
 )}

@@ -26,9 +26,10 @@ __all__ = ["And", "Cast", "GemmWarpPolicy", "Kernel", "Not", "Or", "Parallel", "
            "expm1", "fill", "floor", "floordiv", "floormod", "fmod", "gemm", "grid",
            "if_then_else", "infinity", "isinf", "isnan", "log", "log1p", "log2", "log10", "max",
            "max_value", "min", "min_value", "ninf", "pow", "print", "reduce_absmax",
-           "reduce_abssum", "reduce_max", "reduce_min", "reduce_sum", "round", "rsqrt", "serial",
-           "sigmoid", "sin", "sqrt", "sync_threads", "tan", "tanh", "trunc", "truncdiv",
-           "truncmod", "unroll", "use_swizzle", "vectorized"]
+           "reduce_abssum", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "reduce_max",
+           "reduce_min", "reduce_sum", "round", "rsqrt", "serial", "sigmoid", "sin", "sqrt",
+           "sync_threads", "tan", "tanh", "trunc", "truncdiv", "truncmod", "unroll", "use_swizzle",
+           "vectorized"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,6 +251,9 @@ reduce_max = _reducer("max")
 reduce_min = _reducer("min")
 reduce_abssum = _reducer("abssum")
 reduce_absmax = _reducer("absmax")
+reduce_bitand = _reducer("bitand")
+reduce_bitor = _reducer("bitor")
+reduce_bitxor = _reducer("bitxor")
 
 
 def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:

@@ -50,6 +50,82 @@ def _compiles_for_cuda(func):
         assert "__global__" in k.get_kernel_source() and k.artifact.cubin
 
 
+# -- bitwise reductions ----------------------------------------------------------------------
+
+_NP = {"bitand": np.bitwise_and, "bitor": np.bitwise_or, "bitxor": np.bitwise_xor}
+# how likely each bit of an input is set: AND and OR keep a mix of ones and zeros over 64 values
+_P_ONE = {"bitand": 0.97, "bitor": 0.03, "bitxor": 0.5}
+
+
+def _bits(rng, shape, dtype, p):
+    """Random integers of ``dtype`` whose bits are each set with probability ``p``."""
+    nbits = np.dtype(dtype).itemsize * 8
+    on = rng.random(shape + (nbits,)) < p
+    u = (on * (np.uint64(1) << np.arange(nbits, dtype=np.uint64))).sum(-1, dtype=np.uint64)
+    return u.astype(f"uint{nbits}").view(dtype)
+
+
+def bit_reduce_kernel(kind, R, C, dtype, dim, clear, scope):
+    reduce = getattr(T, f"reduce_{kind}")
+    out = R if dim == 1 else C
+
+    @T.prim_func
+    def main(X: T.Tensor((R, C), dtype), Init: T.Tensor((out,), dtype), Y: T.Tensor((out,), dtype)):
+        with T.Kernel(1, threads=128) as _:
+            if scope == "fragment":
+                x = T.alloc_fragment((R, C), dtype)
+            else:
+                x = T.alloc_shared((R, C), dtype)
+            y = T.alloc_fragment((out,), dtype)
+            T.copy(X, x)
+            T.copy(Init, y)
+            reduce(x, y, dim=dim, clear=clear)
+            T.copy(y, Y)
+
+    return main
+
+
+CASES = [("int32", 1, True, "fragment"), ("int32", 1, False, "fragment"), ("int8", 1, True, "fragment"),
+         ("int32", 0, True, "fragment"), ("uint16", 0, False, "shared")]
+
+
+@pytest.mark.parametrize("kind", ["bitand", "bitor", "bitxor"])
+@pytest.mark.parametrize("dtype, dim, clear, scope", CASES)
+def test_bitwise_reduction(target, rng, kind, dtype, dim, clear, scope):
+    R, C = 16, 64
+    func = bit_reduce_kernel(kind, R, C, dtype, dim, clear, scope)
+    x = _bits(rng, (R, C), dtype, _P_ONE[kind])
+    init = _bits(rng, (R if dim == 1 else C,), dtype, _P_ONE[kind])
+    ref = _NP[kind].reduce(x.astype(np.int64), axis=dim)
+    if not clear:
+        ref = _NP[kind](ref, init.astype(np.int64))
+    ref = ref.astype(dtype)
+    assert len(np.unique(ref)) > 1  # the inputs give a result worth checking
+    np.testing.assert_array_equal(_run(func, target, x, init), ref)
+
+
+@pytest.mark.parametrize("kind", ["bitand", "bitor", "bitxor"])
+def test_bitwise_reduction_compiles_for_cuda(kind):
+    _compiles_for_cuda(bit_reduce_kernel(kind, 16, 64, "int32", 1, False, "fragment"))
+    _compiles_for_cuda(bit_reduce_kernel(kind, 16, 64, "int8", 0, True, "shared"))
+
+
+def test_bitwise_reduction_of_floats_is_an_error_at_the_line():
+    with pytest.raises(errors.TegulaError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1) as _:
+                a = T.alloc_fragment((16, 16), "float32")
+                m = T.alloc_fragment((16,), "float32")
+                T.reduce_bitxor(a, m, dim=1)
+    e = ei.value
+    assert isinstance(e, errors.DTypeError)
+    msg = str(e)
+    assert "T.reduce_bitxor" in msg and "float32" in msg and "integer" in msg
+    assert f"{THIS}:" in msg and "T.reduce_bitxor(a, m, dim=1)" in msg
+    assert "semantic.py" not in msg and "primitives.py" not in msg
+
+
 # -- cummax ---------------------------------------------------------------------------------
 
 def cummax_kernel(R, C, dtype, dim, reverse, src_scope, dst):
