@@ -106,7 +106,7 @@ class Buffer:
     def __getitem__(self, key: Any) -> Union[BufferLoad, "BufferRegion"]:
         if not isinstance(key, tuple):
             key = (key,)
-        if self.scope == "local.var" and key in ((0,), ()):
+        if self.is_var and key in ((0,), ()):
             return BufferLoad(self, (const(0),))
         if len(key) != self.ndim:
             raise ShapeError(f"buffer '{self.name}' has {self.ndim} dimension(s) but is indexed with {len(key)}")
@@ -130,7 +130,7 @@ class Buffer:
 
     # A local.var buffer stands for its value inside expressions.
     def as_load(self) -> BufferLoad:
-        if self.scope != "local.var":
+        if not self.is_var:
             raise KernelTypeError(
                 f"buffer '{self.name}' is used as a value; index it (e.g. {self.name}[i]) to read an element")
         return BufferLoad(self, (const(0),))
@@ -166,12 +166,12 @@ class Buffer:
     __hash__ = object.__hash__
 
     def __eq__(self, o: object) -> Any:  # type: ignore[override]
-        if self.scope == "local.var" and not isinstance(o, Buffer):
+        if self.is_var and not isinstance(o, Buffer):
             return self._value() == o
         return self is o
 
     def __ne__(self, o: object) -> Any:  # type: ignore[override]
-        if self.scope == "local.var" and not isinstance(o, Buffer):
+        if self.is_var and not isinstance(o, Buffer):
             return self._value() != o
         return self is not o
 

@@ -24,7 +24,7 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir import ops
 from tegula.ir import stmt as S
-from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.buffer import FRAGMENT, SHARED_DYN, Buffer, BufferRegion
 from tegula.ir.tile_rules import TILE_RULES, tile_rule
 
 # Python precedence, loosest first; atoms (names, calls, subscripts) bind tightest.
@@ -115,7 +115,7 @@ class ExprPrinter:
             return f"T.{e.name}({', '.join(args)})", PREC_ATOM
         if isinstance(e, E.BufferLoad):
             name = self.name_of(e.buffer)
-            if e.buffer.scope == "local.var":
+            if e.buffer.is_var:
                 return name, PREC_ATOM
             return f"{name}[{', '.join(self(i) for i in e.indices)}]", PREC_ATOM
         return f"<{type(e).__name__}>", PREC_ATOM
@@ -145,7 +145,7 @@ def expr_str(e: E.Expr) -> str:
 # ---------------------------------------------------------------------------------------------
 
 _RESERVED = {"T", "tilelang", "range", "float", "int", "bool"} | set(keyword.kwlist)
-_ALLOC_CALL = {"shared.dyn": "T.alloc_shared", "local.fragment": "T.alloc_fragment",
+_ALLOC_CALL = {SHARED_DYN: "T.alloc_shared", FRAGMENT: "T.alloc_fragment",
                "local": "T.alloc_local"}
 _PIPELINE_KEYS = ("num_stages", "order", "stage", "group")
 
@@ -299,7 +299,7 @@ class ScriptPrinter:
             return
 
     def stmt_BufferStore(self, s: Any, depth: int) -> None:
-        if s.buffer.scope == "local.var" and len(s.indices) == 1 and _is_zero(s.indices[0]):
+        if s.buffer.is_var and len(s.indices) == 1 and _is_zero(s.indices[0]):
             # assigning to a T.alloc_var name stores into it
             self.line(f"{self.name_of(s.buffer)} = {self.e(s.value)}", depth)
             return
@@ -393,7 +393,7 @@ class ScriptPrinter:
 
     def alloc(self, buf: Buffer, inits: dict) -> str:
         dtype = _q(buf.dtype.name)
-        if buf.scope == "local.var":
+        if buf.is_var:
             init = inits.get(buf)
             return f"T.alloc_var({dtype}" + (f", init={self.e(init)})" if init is not None else ")")
         if buf.scope in _ALLOC_CALL:
@@ -433,7 +433,7 @@ class ScriptPrinter:
         args = [self.shape(b.shape), _q(b.dtype.name)]
         if b.strides is not None:
             args.append(f"strides={self.shape(b.strides)}")
-        if b.scope != "global":
+        if not b.is_global:
             args.append(f"scope={_q(b.scope)}")
         return f"T.Tensor({', '.join(args)})"
 

@@ -190,7 +190,7 @@ class _Verifier(Visitor):
     def access(self, b: Buffer, indices: tuple, node: Any) -> None:
         self.use_buffer(b, node)
         n = len(indices)
-        if n != b.ndim and not (b.scope == "local.var" and n == 1):
+        if n != b.ndim and not (b.is_var and n == 1):
             self.error(f"buffer '{b.name}' has {b.ndim} dimension(s) but is accessed with {n} index(es)", node)
         for i in indices:
             self.visit(i)

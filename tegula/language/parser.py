@@ -105,7 +105,7 @@ _CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
 
 
 def _is_ir(x: Any) -> bool:
-    return isinstance(x, E.Expr) or (isinstance(x, Buffer) and x.scope == "local.var")
+    return isinstance(x, E.Expr) or (isinstance(x, Buffer) and x.is_var)
 
 
 def _py_builtin_over_ir(name: str, args: list) -> Any:
@@ -196,7 +196,7 @@ class Parser:
         t = node.target
         if isinstance(t, ast.Name):
             old = self.lookup(t.id, t)
-            if isinstance(old, Buffer) and old.scope == "local.var":
+            if isinstance(old, Buffer) and old.is_var:
                 self.store(old, (0,), op(old.as_load(), self.eval(node.value)))
                 return
             self.assign(t, op(old, self.eval(node.value)), node)
@@ -238,7 +238,7 @@ class Parser:
 
     def assign_name(self, name: str, value: Any, value_node: ast.AST) -> None:
         old = self.locals.get(name)
-        if isinstance(old, Buffer) and old.scope == "local.var" and not isinstance(value, Buffer):
+        if isinstance(old, Buffer) and old.is_var and not isinstance(value, Buffer):
             self.store(old, (0,), value)
             return
         depth = len(self.b.loop_kinds)
@@ -259,7 +259,7 @@ class Parser:
         if self.b.kernel is None:
             raise KernelSyntaxError(f"stores into '{buf.name}' can only happen inside `with T.Kernel(...)`")
         idx = semantic.index_list(buf, key)
-        if buf.scope == "local.fragment" and not self.b.in_parallel and buf.numel() != 1:
+        if buf.is_fragment and not self.b.in_parallel and buf.numel() != 1:
             raise ScopeError(
                 f"fragment '{buf.name}' is written element by element outside T.Parallel; a fragment "
                 "is spread across the threads of the block, so single elements can only be addressed "

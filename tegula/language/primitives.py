@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 
 from tegula.errors import KernelTypeError, ScopeError
 from tegula.ir import expr as E
-from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.buffer import FRAGMENT, LOCAL, SHARED, SHARED_DYN, Buffer, BufferRegion
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
 from tegula.ir.tile_rules import TILE_RULES
 from tegula.language import semantic
@@ -171,20 +171,20 @@ def _alloc(shape: Any, dtype: Any, scope: str, what: str) -> Buffer:
     k = b.require_kernel(what)
     shp = semantic.tile_shape_arg(shape, what)
     d = semantic.check_dtype(dtype, what)
-    buf = Buffer(b.take_name({"local.fragment": "frag", "local": "local"}.get(scope, "shared")),
+    buf = Buffer(b.take_name({FRAGMENT: "frag", LOCAL: "local"}.get(scope, "shared")),
                  shp, d, scope)
     k.allocs.append(buf)
     return buf
 
 
-def alloc_shared(shape: Any, dtype: Any, scope: str = "shared.dyn") -> Buffer:
-    if scope not in ("shared", "shared.dyn"):
+def alloc_shared(shape: Any, dtype: Any, scope: str = SHARED_DYN) -> Buffer:
+    if scope not in SHARED:
         raise KernelTypeError(f"T.alloc_shared: scope must be 'shared' or 'shared.dyn', got {scope!r}")
     return _alloc(shape, dtype, scope, "T.alloc_shared")
 
 
-def alloc_fragment(shape: Any, dtype: Any, scope: str = "local.fragment") -> Buffer:
-    return _alloc(shape, dtype, "local.fragment", "T.alloc_fragment")
+def alloc_fragment(shape: Any, dtype: Any, scope: str = FRAGMENT) -> Buffer:
+    return _alloc(shape, dtype, FRAGMENT, "T.alloc_fragment")
 
 
 def alloc_local(shape: Any, dtype: Any, scope: str = "local") -> Buffer:
@@ -296,7 +296,7 @@ atomic_min = _atomic("min")
 def print(obj: Any, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:  # noqa: A001
     b = current("T.print")
     b.require_kernel("T.print")
-    if isinstance(obj, Buffer) and obj.scope != "local.var":
+    if isinstance(obj, Buffer) and not obj.is_var:
         obj = obj.region()
     elif not isinstance(obj, BufferRegion):
         obj = E.as_expr(obj)

@@ -14,7 +14,7 @@ from typing import Any, Optional, Union
 from tegula.arith.simplify import simplify
 from tegula.errors import DTypeError, KernelTypeError, ScopeError, ShapeError
 from tegula.ir import dtype as dt
-from tegula.ir.buffer import Buffer, BufferRegion, Dim
+from tegula.ir.buffer import FRAGMENT, LOCAL, SHARED, Buffer, BufferRegion, Dim
 from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
 from tegula.ir.combiners import COMBINERS
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
@@ -96,7 +96,7 @@ def copy(src: Any, dst: Any) -> Copy:
     return Copy(s, d)
 
 
-_GEMM_OPERAND_SCOPES = ("shared", "shared.dyn", "local.fragment", "local")
+_GEMM_OPERAND_SCOPES = SHARED + (FRAGMENT, LOCAL)
 
 
 @tile_rule(Gemm, "check")
@@ -108,7 +108,7 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool, transpose_B: bool, policy: A
             raise ScopeError(f"T.gemm: operand {n} ('{r.buffer.name}') is in {r.buffer.scope} memory; "
                              "A and B must be in shared memory or fragments",
                              hint="copy it into a T.alloc_shared buffer first")
-    if c.buffer.scope not in ("local.fragment", "local"):
+    if c.buffer.scope not in (FRAGMENT, LOCAL):
         raise ScopeError(f"T.gemm: the accumulator C ('{c.buffer.name}') is in {c.buffer.scope} memory; "
                          "it must be a fragment", hint="allocate it with T.alloc_fragment")
     sa, sb, sc = a.tile_shape(), b.tile_shape(), c.tile_shape()
@@ -244,7 +244,7 @@ def store_value(buf: Buffer, value: Any) -> Expr:
     """The value stored into ``buf``, converted to its dtype."""
     from tegula.ir.expr import cast
 
-    if isinstance(value, (Buffer, BufferRegion)) and not (isinstance(value, Buffer) and value.scope == "local.var"):
+    if isinstance(value, (Buffer, BufferRegion)) and not (isinstance(value, Buffer) and value.is_var):
         raise KernelTypeError(f"cannot store {describe(value)} into one element of '{buf.name}'",
                               hint="use T.copy to move tiles")
     return cast(buf.dtype, as_expr(value, like=buf.dtype))
@@ -253,7 +253,7 @@ def store_value(buf: Buffer, value: Any) -> Expr:
 def index_list(buf: Buffer, key: Any) -> tuple[Expr, ...]:
     if not isinstance(key, tuple):
         key = (key,)
-    if buf.scope == "local.var" and len(key) == 1:
+    if buf.is_var and len(key) == 1:
         return (const(0),)
     if any(isinstance(k, slice) for k in key):
         raise KernelTypeError(f"cannot assign to a slice of '{buf.name}'",

@@ -77,9 +77,9 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.visitor import post_order_visit
 from tegula.backends.cuda.codegen_expr import REL, ExprPrinter, Names, literal
+from tegula.backends.cuda.passes.plan_shared_memory import smem_layout
 
 INDENT = "  "
-SMEM_ALIGN = 128
 SMEM_NAME = "tl_smem"
 
 
@@ -348,28 +348,6 @@ def _params(func: S.PrimFunc) -> list[ParamInfo]:
     return params
 
 
-def smem_layout(k: S.Kernel) -> tuple[dict[int, int], int]:
-    """Byte offset of each shared buffer (``id(buffer)`` -> offset) and the total: the planned
-    offsets of ``annotations["smem_offsets"]``, else packed in order at 128-byte alignment."""
-    offsets = k.annotations.get("smem_offsets") or {}
-    out: dict[int, int] = {}
-    total = 0
-    cursor = 0
-    for b in k.allocs:
-        if b.scope not in ("shared", "shared.dyn"):
-            continue
-        if not b.is_static:
-            raise UnsupportedError(f"shared buffer '{b.name}' has a dynamic shape {b.shape}", span=b.span)
-        if b in offsets:
-            off = int(offsets[b])
-        else:
-            off = (cursor + SMEM_ALIGN - 1) // SMEM_ALIGN * SMEM_ALIGN
-            cursor = off + b.nbytes()
-        out[id(b)] = off
-        total = max(total, off + b.nbytes())
-    return out, total
-
-
 def _swizzle_lines(k: S.Kernel, bx: str, by: str, names: Names) -> list[str]:
     panel, order = k.annotations["swizzle"]
     panel = int(panel)
@@ -446,7 +424,7 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
     for b in k.allocs:
         name = names.bind(b)
         ctype = b.dtype.ctype
-        if b.scope in ("shared", "shared.dyn"):
+        if b.is_shared:
             head.append(f"{ctype}* {name} = reinterpret_cast<{ctype}*>({SMEM_NAME} + {offsets[id(b)]});")
         elif b.scope == "local":
             n = b.numel()
@@ -458,7 +436,7 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
                 a //= 2
             align = f"__align__({a}) " if a > b.dtype.itemsize else ""
             head.append(f"{align}{ctype} {name}[{n}];")
-        elif b.scope == "local.var":
+        elif b.is_var:
             init = k.alloc_inits.get(b, 0)
             value = E.cast(b.dtype, E.as_expr(init, like=b.dtype))
             head.append(f"{ctype} {name} = {p(value)};")

@@ -205,7 +205,7 @@ class ExprPrinter:
     # -- buffers ----------------------------------------------------------------------------------
     def flat_index(self, buf: Buffer, indices: tuple) -> Optional[E.Expr]:
         """Row-major offset of ``indices`` in ``buf`` (None for a local.var scalar)."""
-        if buf.scope == "local.var":
+        if buf.is_var:
             return None
         if len(indices) != buf.ndim:
             raise VerifyError(f"buffer '{buf.name}' has {buf.ndim} dimension(s) but is indexed with {len(indices)}")
@@ -226,13 +226,13 @@ class ExprPrinter:
             flat = term if flat is None else E.binary("add", flat, term)
         if flat is None:
             return E.const(0)
-        if self.index64 and buf.scope == "global" and flat.dtype.bits < 64:
+        if self.index64 and buf.is_global and flat.dtype.bits < 64:
             flat = E.cast(dt.int64, flat)
         return flat
 
     def element(self, buf: Buffer, indices: tuple) -> Rendered:
         """``buf[flat]`` (or the scalar's name) as an lvalue."""
-        if buf.scope == "local.fragment":
+        if buf.is_fragment:
             raise UnsupportedError(f"fragment buffer '{buf.name}' reached codegen: fragments must be "
                                    "lowered to per-thread 'local' buffers first")
         name = self.names[buf]

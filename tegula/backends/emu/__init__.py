@@ -53,7 +53,7 @@ from tegula.backends.emu import builtins, exprs, stmts, warp  # noqa: F401 (rule
 from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
-from tegula.backends.cuda.codegen import smem_layout  # the same shared pool as on the GPU
+from tegula.backends.cuda.passes.plan_shared_memory import smem_layout  # the pool as on the GPU
 
 __all__ = ["execute", "compile_func", "RaceWarning"]
 
@@ -103,7 +103,7 @@ def _compile_kernel(k: Kernel, base: Ctx) -> CompiledKernel:
     offsets, pool_bytes = smem_layout(k)
     shared, locals_, vars_ = [], [], []
     for b in k.allocs:
-        scope = "shared" if b.scope in ("shared", "shared.dyn") else b.scope
+        scope = "shared" if b.is_shared else b.scope
         if scope not in ("shared", "local", "local.var"):
             raise UnsupportedError(f"buffer '{b.name}' of scope '{b.scope}' reached the emulator: "
                                    "fragments must be lowered to per-thread 'local' buffers first", b.span)

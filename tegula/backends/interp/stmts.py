@@ -270,7 +270,7 @@ def _kernel(s: Kernel, ctx: Ctx) -> StmtFn:
     for b in s.allocs:
         shape = [dim_value(d, ctx) for d in b.shape]
         init = inits.get(id(b))
-        if b.scope == "local.var":
+        if b.is_var:
             if init is None:
                 fill: Any = (lambda v: lambda env: v)(np_scalar(b.dtype, 0))
             elif hasattr(init, "dtype") and hasattr(init, "span"):

@@ -9,10 +9,10 @@ from __future__ import annotations
 from tegula.errors import ResourceError
 from tegula.ir.stmt import Kernel, PrimFunc
 from tegula.ir.visitor import Visitor
+from tegula.backends.cuda.passes.plan_shared_memory import align
 
 # the most dynamic shared memory one block may opt in to, by compute capability
 SMEM_LIMIT = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448, 120: 101376}
-SMEM_ALIGN = 128
 
 
 def smem_limit(arch: str) -> int:
@@ -26,7 +26,7 @@ def kernel_smem(k: Kernel) -> list[tuple[str, tuple, str, int]]:
     shapes = k.annotations.get("shared_shapes", {})  # the tile shapes, before flattening
     out = []
     for b in k.allocs:
-        if b.scope in ("shared", "shared.dyn"):
+        if b.is_shared:
             out.append((b.name, tuple(shapes.get(b.name, b.shape)), b.dtype.name, b.nbytes()))
     return out
 
@@ -42,7 +42,7 @@ def check_resources(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
             bufs = kernel_smem(k)
             total = k.annotations.get("smem_bytes")
             if total is None:
-                total = sum(-(-n // SMEM_ALIGN) * SMEM_ALIGN for *_, n in bufs)
+                total = sum(align(n) for *_, n in bufs)
             if total > limit:
                 lines = ", ".join(f"{name} {list(shape)} {d} = {n} B" for name, shape, d, n in
                                   sorted(bufs, key=lambda x: -x[3]))

@@ -27,7 +27,6 @@ from tegula.ir.stmt import (AttrStmt, BufferStore, Evaluate, For, IfThenElse, Ke
                             SeqStmt, Stmt, While, seq)
 from tegula.ir.visitor import Mutator, Visitor, uses_var
 
-SHARED = ("shared", "shared.dyn")
 _READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,)}
 _WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,)}
 
@@ -46,12 +45,12 @@ class _Access(Visitor):
         self.writes: set = set()
 
     def visit_BufferLoad(self, n: BufferLoad) -> None:
-        if n.buffer.scope in SHARED:
+        if n.buffer.is_shared:
             self.reads.add(n.buffer)
         self.generic_visit(n)
 
     def visit_BufferStore(self, n: BufferStore) -> None:
-        if n.buffer.scope in SHARED:
+        if n.buffer.is_shared:
             self.writes.add(n.buffer)
         self.generic_visit(n)
 
@@ -59,7 +58,7 @@ class _Access(Visitor):
         for pos, a in enumerate(n.args):
             if isinstance(a, Builtin) and a.name == "address_of" and isinstance(a.args[0], BufferLoad):
                 buf = a.args[0].buffer
-                if buf.scope in SHARED:
+                if buf.is_shared:
                     r, w = _READ_ARGS.get(n.name), _WRITE_ARGS.get(n.name)
                     if r is None and w is None:
                         self.reads.add(buf)

@@ -79,9 +79,9 @@ def gemm_on_tensor_cores(g: Gemm) -> bool:
     a, b, c = g.A.buffer, g.B.buffer, g.C.buffer
     if a.dtype.name not in MMA_OPERANDS or a.dtype != b.dtype:
         return False
-    if MMA_OPERANDS[a.dtype.name] != c.dtype.name or c.scope != "local.fragment":
+    if MMA_OPERANDS[a.dtype.name] != c.dtype.name or not c.is_fragment:
         return False
-    if b.scope not in ("shared", "shared.dyn"):
+    if not b.is_shared:
         return False
     k = g.A.tile_shape()[0 if g.transpose_A else 1]
     kstep = 16 if a.dtype.bits == 16 else 32
@@ -121,12 +121,12 @@ def fragment_accesses(body: Any) -> list[tuple[Buffer, tuple, bool, Any]]:
 
     class V(Visitor):
         def visit_BufferLoad(s, n: BufferLoad) -> None:
-            if n.buffer.scope == "local.fragment":
+            if n.buffer.is_fragment:
                 out.append((n.buffer, n.indices, False, n.span))
             s.generic_visit(n)
 
         def visit_BufferStore(s, n: BufferStore) -> None:
-            if n.buffer.scope == "local.fragment":
+            if n.buffer.is_fragment:
                 out.append((n.buffer, n.indices, True, n.span))
             s.generic_visit(n)
 

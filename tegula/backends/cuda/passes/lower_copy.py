@@ -22,7 +22,7 @@ from tegula.ir.expr import BufferLoad, Expr
 from tegula.ir.stmt import Copy, Evaluate, IfThenElse, Stmt, seq
 from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import unflatten
-from tegula.backends.cuda.passes.lowering_context import (SHARED, Ctx, addr, call, guard_primary,
+from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, guard_primary,
                                                           region_index, whole)
 
 
@@ -36,7 +36,7 @@ def _and(a: Optional[Expr], b: Optional[Expr]) -> Optional[Expr]:
 
 def _guarded_load(ctx: Ctx, buf: Buffer, idx: tuple, k: Any = None) -> Expr:
     v = ctx.load(buf, idx, k)
-    if buf.scope == "global":
+    if buf.is_global:
         cond = ctx.in_bounds(buf, idx)
         if cond is not None:
             return E.select(cond, v, E.cast(buf.dtype, 0))
@@ -45,7 +45,7 @@ def _guarded_load(ctx: Ctx, buf: Buffer, idx: tuple, k: Any = None) -> Expr:
 
 def _guarded_store(ctx: Ctx, buf: Buffer, idx: tuple, value: Expr, k: Any = None) -> Stmt:
     st = ctx.store(buf, idx, value, k)
-    if buf.scope == "global":
+    if buf.is_global:
         cond = ctx.in_bounds(buf, idx)
         if cond is not None:
             return IfThenElse(cond, st)
@@ -119,12 +119,12 @@ def _contiguous_aligned(ctx: Ctx, r: BufferRegion, v: int) -> bool:
     last_start, last_ext = r.ranges[-1]
     if isinstance(last_ext, int) and last_ext == 1:
         return False  # the innermost tile dim is not the buffer's last dim
-    if buf.scope == "local.fragment":
+    if buf.is_fragment:
         return False
     dim = buf.shape[-1]
     if not isinstance(dim, int) or dim % v:
         return False
-    if buf.scope in SHARED:
+    if buf.is_shared:
         lay = ctx.shared(buf)[1]
         if hasattr(lay, "chunk") and lay.chunk % v and v % lay.chunk:
             return False
@@ -147,7 +147,7 @@ def _flat_copy(ctx: Ctx, c: Copy, staged_src: bool = False, staged_dst: bool = F
     chunks = n // v
     T = ctx.threads
     per = -(-chunks // T)
-    use_async = bool(c.annotations.get("async")) and s.buffer.scope == "global" and d.buffer.scope in SHARED
+    use_async = bool(c.annotations.get("async")) and s.buffer.is_global and d.buffer.is_shared
 
     def one(i: Any) -> Stmt:
         ch = i * T + ctx.tid
@@ -161,8 +161,8 @@ def _flat_copy(ctx: Ctx, c: Copy, staged_src: bool = False, staged_dst: bool = F
             body = ctx.store(d.buffer, di, val, staged=staged_dst) if staged_dst else \
                 _guarded_store(ctx, d.buffer, di, val)
         else:
-            src_ok = ctx.in_bounds(s.buffer, si) if s.buffer.scope == "global" else None
-            dst_ok = ctx.in_bounds(d.buffer, di) if d.buffer.scope == "global" else None
+            src_ok = ctx.in_bounds(s.buffer, si) if s.buffer.is_global else None
+            dst_ok = ctx.in_bounds(d.buffer, di) if d.buffer.is_global else None
             sa, da = addr(ctx.load(s.buffer, si)), addr(ctx.load(d.buffer, di))
             nbytes = v * s.dtype.itemsize
             if use_async:
@@ -200,14 +200,13 @@ def _fragment_vector(ctx: Ctx, c: Copy, frag_r: BufferRegion, mem_r: BufferRegio
         return None
     load = frag_r is c.dst
     nbytes = v * mem.dtype.itemsize
-    tmp = Buffer(ctx.fresh("vec"), (v,), mem.dtype, "local")
-    ctx.allocs.append(tmp)
+    tmp = ctx.registers("vec", v, mem.dtype)
 
     def one(i: Any) -> Stmt:
         k0 = i * v
         tile = _tile_idx(frag_r, lay.coords(ctx.tid, k0))
         midx = region_index(mem_r, tile)
-        ok = ctx.in_bounds(mem, midx) if mem.scope == "global" else None
+        ok = ctx.in_bounds(mem, midx) if mem.is_global else None
         m_addr = addr(ctx.load(mem, midx))
         t_addr = addr(BufferLoad(tmp, (E.const(0),)))
         if load:

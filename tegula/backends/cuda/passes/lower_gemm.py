@@ -18,7 +18,7 @@ from typing import Any
 from tegula.errors import UnsupportedError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
-from tegula.ir.buffer import Buffer
+from tegula.ir.buffer import LOCAL, Buffer
 from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import BufferStore, Evaluate, For, Gemm, Stmt, seq
 from tegula.ir.tile_rules import tile_rule
@@ -49,7 +49,7 @@ def _b_elem(g: Gemm, k: Any, n: Any) -> tuple:
 
 def _a_from_registers(ctx: Ctx, g: Gemm, lay: MmaLayout) -> bool:
     a = g.A.buffer
-    if a.scope != "local.fragment" or g.transpose_A or a.dtype.bits != 16 or not whole(g.A):
+    if not a.is_fragment or g.transpose_A or a.dtype.bits != 16 or not whole(g.A):
         return False
     al = ctx.layout(a)
     return isinstance(al, MmaLayout) and al.wm == lay.wm and al.wn == 1 and lay.wn == 1 \
@@ -71,8 +71,8 @@ def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
     c_reg = ctx.reg(g.C.buffer)
     a_regs = _a_from_registers(ctx, g, lay)
     staged = [a_buf] if a_buf.is_fragment and not a_regs else []
-    a_frag = Buffer(ctx.fresh("A_frag"), (MI * aper,), elt, "local")
-    b_frag = Buffer(ctx.fresh("B_frag"), (NI * bper,), elt, "local")
+    a_frag = Buffer(ctx.fresh("A_frag"), (MI * aper,), elt, LOCAL)
+    b_frag = Buffer(ctx.fresh("B_frag"), (NI * bper,), elt, LOCAL)
     ctx.allocs += [b_frag] + ([] if a_regs else [a_frag])
     body: list[Stmt] = []
     if g.clear_accum:
@@ -166,8 +166,7 @@ def _fma_gemm(ctx: Ctx, g: Gemm) -> Stmt:
     calc_t = dt.float32 if acc_t.is_float and acc_t.bits < 32 else acc_t
     staged = [r.buffer for r in (g.A, g.B) if r.buffer.is_fragment]
     K = g.A.tile_shape()[0 if g.transpose_A else 1]
-    acc = Buffer(ctx.fresh("acc"), (1,), calc_t, "local")
-    ctx.allocs.append(acc)
+    acc = ctx.registers("acc", 1, calc_t)
 
     def one(k: Any) -> Stmt:
         i, j = lay.coords(ctx.tid, k)

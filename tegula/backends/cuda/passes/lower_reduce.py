@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
-from tegula.ir.buffer import Buffer
+from tegula.ir.buffer import SHARED_DYN, Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
 from tegula.ir.combiners import COMBINERS
 from tegula.ir.stmt import BufferStore, CumSum, For, IfThenElse, Reduce, Stmt, seq
@@ -43,7 +43,7 @@ def _row_members(lay: Any, r: Any) -> tuple[list[int], Callable[..., Expr]]:
 @tile_rule(Reduce, "cuda")
 def lower_reduce(ctx: Ctx, red: Reduce) -> Stmt:
     s, d = red.src.buffer, red.dst.buffer
-    if s.scope == d.scope == "local.fragment" and whole(red.src) and whole(red.dst) \
+    if s.is_fragment and d.is_fragment and whole(red.src) and whole(red.dst) \
             and s.ndim == 2 and red.dim == 1:
         ls, ld = ctx.layout(s), ctx.layout(d)
         rows = ls.rows() if isinstance(ls, (MmaLayout, RowLayout)) else None
@@ -56,8 +56,7 @@ def _row_reduce(ctx: Ctx, red: Reduce, ls: Any, rows: RowsOf) -> Stmt:
     s, d = red.src.buffer, red.dst.buffer
     acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
     comb = COMBINERS[red.kind].combine
-    acc = Buffer(ctx.fresh("red"), (rows.local_size,), acc_t, "local")
-    ctx.allocs.append(acc)
+    acc = ctx.registers("red", rows.local_size, acc_t)
     t = ctx.tid
     stmts: list[Stmt] = []
 
@@ -78,7 +77,7 @@ def _row_reduce(ctx: Ctx, red: Reduce, ls: Any, rows: RowsOf) -> Stmt:
     if nw > 1:
         # partials of the warps sharing a row meet in shared memory
         R = ls.shape[0]
-        part = Buffer(ctx.fresh("red_part"), (R * nw,), acc_t, "shared.dyn")
+        part = Buffer(ctx.fresh("red_part"), (R * nw,), acc_t, SHARED_DYN)
         ctx.allocs.append(part)
         if isinstance(ls, MmaLayout):
             wslot = (t // 32) % ls.wn
@@ -112,7 +111,7 @@ def _row_reduce(ctx: Ctx, red: Reduce, ls: Any, rows: RowsOf) -> Stmt:
 
 
 def _read_src(ctx: Ctx, buf: Buffer, idx: tuple) -> Expr:
-    return ctx.load(buf, idx, staged=buf.scope == "local.fragment")
+    return ctx.load(buf, idx, staged=buf.is_fragment)
 
 
 def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
@@ -123,8 +122,7 @@ def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
     out_ext = src_ext[:red.dim] + src_ext[red.dim + 1:]
     acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
     comb = COMBINERS[red.kind].combine
-    acc = Buffer(ctx.fresh("red"), (1,), acc_t, "local")
-    ctx.allocs.append(acc)
+    acc = ctx.registers("red", 1, acc_t)
     z = E.const(0)
 
     def compute(out_idx: tuple, dst_store: Callable[[Expr], Stmt], old: Callable[[], Expr]) -> Stmt:
@@ -138,7 +136,7 @@ def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
                    For(kv, E.const(0), n_red, BufferStore(acc, (z,), comb(a, v)), "serial"),
                    dst_store(res))
 
-    if d.buffer.scope == "local.fragment" and whole(d):
+    if d.buffer.is_fragment and whole(d):
         lay = ctx.layout(d.buffer)
 
         def mine(k: Any) -> Stmt:
@@ -194,8 +192,7 @@ def lower_cumsum(ctx: Ctx, cs: CumSum) -> Stmt:
         n_lines *= e
     acc_t = d.dtype if not (d.dtype.is_float and d.dtype.bits < 32) else dt.float32
     comb = COMBINERS[cs.kind].combine
-    acc = Buffer(ctx.fresh("scan"), (1,), acc_t, "local")
-    ctx.allocs.append(acc)
+    acc = ctx.registers("scan", 1, acc_t)
     staged_d = d.buffer.is_fragment
     # results go to the destination's shared copy when it is a fragment
     out_buf = d.buffer

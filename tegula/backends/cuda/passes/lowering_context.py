@@ -13,16 +13,13 @@ from typing import Any, Optional, Sequence
 from tegula.errors import ScopeError, UnsupportedError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
-from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.buffer import LOCAL, SHARED_DYN, Buffer, BufferRegion
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
 from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, Stmt, seq
 from tegula.ir.visitor import Mutator
 from tegula.layout.fragment import Fragment, Replicated, RowsOf, MmaLayout, RowLayout, unflatten
 from tegula.layout.shared import RowMajor
 from tegula.backends.cuda.passes.layout_inference import LayoutPlan
-
-SHARED = ("shared", "shared.dyn")
-
 
 def sync() -> Stmt:
     return Evaluate(Builtin("sync_threads", (), dt.bool_))
@@ -75,7 +72,7 @@ class Ctx:
         r = self.regs.get(frag)
         if r is None:
             lay = self.plan.of(frag)
-            r = Buffer(frag.name, (lay.local_size,), frag.dtype, "local", span=frag.span)
+            r = Buffer(frag.name, (lay.local_size,), frag.dtype, LOCAL, span=frag.span)
             self.regs[frag] = r
             self.allocs.append(r)
         return r
@@ -91,11 +88,17 @@ class Ctx:
             n = 1
             for d in shape:
                 n *= d
-            flat = Buffer(buf.name, (n,), buf.dtype, "shared.dyn", span=buf.span)
+            flat = Buffer(buf.name, (n,), buf.dtype, SHARED_DYN, span=buf.span)
             got = (flat, lay)
             self.smem[buf] = got
             self.allocs.append(flat)
         return got
+
+    def registers(self, base: str, n: int, dtype: dt.DType) -> Buffer:
+        """A fresh per-thread register array of ``n`` elements, allocated in the kernel."""
+        r = Buffer(self.fresh(base), (n,), dtype, LOCAL)
+        self.allocs.append(r)
+        return r
 
     def scratch_of(self, frag: Buffer) -> Buffer:
         """A shared copy of a fragment (row-major), for accesses its layout cannot serve."""
@@ -104,7 +107,8 @@ class Ctx:
             n = 1
             for d in frag.shape:
                 n *= int(d)
-            flat = Buffer(self.fresh(frag.name + "_stage"), (n,), frag.dtype, "shared.dyn", span=frag.span)
+            flat = Buffer(self.fresh(frag.name + "_stage"), (n,), frag.dtype, SHARED_DYN,
+                          span=frag.span)
             self.scratch[frag] = flat
             self.allocs.append(flat)
             got = flat
@@ -114,10 +118,10 @@ class Ctx:
     def load(self, buf: Buffer, idx: Sequence[Any], k: Any = None, staged: bool = False) -> Expr:
         """The element ``buf[idx]``; for a fragment, register ``k`` (or its staged copy)."""
         idx = tuple(E.as_expr(i) for i in idx)
-        if buf.scope in SHARED:
+        if buf.is_shared:
             flat, lay = self.shared(buf)
             return BufferLoad(flat, (lay.offset(idx),))
-        if buf.scope == "local.fragment":
+        if buf.is_fragment:
             if staged or k is None:
                 return BufferLoad(self.scratch_of(buf), (_flat(idx, buf.shape),))
             return BufferLoad(self.reg(buf), (E.as_expr(k),))
@@ -127,10 +131,10 @@ class Ctx:
               staged: bool = False) -> Stmt:
         idx = tuple(E.as_expr(i) for i in idx)
         value = E.cast(buf.dtype, value)
-        if buf.scope in SHARED:
+        if buf.is_shared:
             flat, lay = self.shared(buf)
             return BufferStore(flat, (lay.offset(idx),), value)
-        if buf.scope == "local.fragment":
+        if buf.is_fragment:
             if staged or k is None:
                 return BufferStore(self.scratch_of(buf), (_flat(idx, buf.shape),), value)
             return BufferStore(self.reg(buf), (E.as_expr(k),), value)

@@ -34,7 +34,6 @@ from tegula.ir.stmt import (AttrStmt, BufferStore, Copy, LetStmt, Evaluate, For,
                             Stmt, seq)
 from tegula.ir.visitor import Mutator, Visitor, collect_vars, substitute
 
-SHARED = ("shared", "shared.dyn")
 
 
 def _builtin(name: str, template: tuple = ()) -> Stmt:
@@ -126,7 +125,7 @@ def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[
     for s in body:
         if isinstance(s, LetStmt):
             lets[s.var] = substitute(s.value, lets)
-        if isinstance(s, Copy) and s.src.buffer.scope == "global" and s.dst.buffer.scope in SHARED:
+        if isinstance(s, Copy) and s.src.buffer.is_global and s.dst.buffer.is_shared:
             src = substitute(s.src, lets)
             if not (set(collect_vars(src)) & inner_defs):
                 producers.append(Copy(src, s.dst, dict(s.annotations), span=s.span))

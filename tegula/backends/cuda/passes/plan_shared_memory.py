@@ -17,20 +17,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from tegula.errors import UnsupportedError
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.ir.visitor import Mutator
 from tegula.backends.cuda.passes.insert_barriers import _is_sync, accesses
 
-ALIGN = 128
+SMEM_ALIGN = 128  # bytes: where every shared buffer starts (codegen, emulator and resource check)
 
 
-def _align(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
+def align(n: int) -> int:
+    """``n`` bytes rounded up to ``SMEM_ALIGN``."""
+    return -(-n // SMEM_ALIGN) * SMEM_ALIGN
 
 
 def plan_kernel(k: Kernel) -> dict:
     stmts = list(k.body.stmts) if isinstance(k.body, SeqStmt) else [k.body]
-    shared = [b for b in k.allocs if b.scope in ("shared", "shared.dyn")]
+    shared = [b for b in k.allocs if b.is_shared]
     first: dict = {}
     last: dict = {}
     syncs = [i for i, s in enumerate(stmts) if _is_sync(s)]
@@ -43,7 +45,7 @@ def plan_kernel(k: Kernel) -> dict:
     offsets: dict = {}
     order = sorted(shared, key=lambda b: (first.get(b, -1), -b.nbytes()))
     for b in order:
-        size = _align(b.nbytes())
+        size = align(b.nbytes())
         f = first.get(b)
 
         def separated(a: Any) -> bool:
@@ -56,10 +58,33 @@ def plan_kernel(k: Kernel) -> dict:
         for lo, hi in blocked:
             if off + size <= lo:
                 break
-            off = max(off, _align(hi))
+            off = max(off, align(hi))
         offsets[b] = off
         placed.append((off, size, b))
     return offsets
+
+
+def smem_layout(k: Kernel) -> tuple[dict[int, int], int]:
+    """Byte offset of each shared buffer (``id(buffer)`` -> offset) and the total: the planned
+    offsets of ``annotations["smem_offsets"]``, else packed in order at ``SMEM_ALIGN``. What
+    codegen carves the dynamic shared memory into, and the emulator's pool."""
+    offsets = k.annotations.get("smem_offsets") or {}
+    out: dict[int, int] = {}
+    total = 0
+    cursor = 0
+    for b in k.allocs:
+        if not b.is_shared:
+            continue
+        if not b.is_static:
+            raise UnsupportedError(f"shared buffer '{b.name}' has a dynamic shape {b.shape}", span=b.span)
+        if b in offsets:
+            off = int(offsets[b])
+        else:
+            off = align(cursor)
+            cursor = off + b.nbytes()
+        out[id(b)] = off
+        total = max(total, off + b.nbytes())
+    return out, total
 
 
 def plan_shared_memory(func: PrimFunc) -> PrimFunc:
