@@ -18,6 +18,7 @@ from typing import Any, Optional, Union
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.expr import Expr, Var
 from tegula.ir.stmt import Kernel, Stmt, TileOp
+from tegula.ir.tile_rules import tile_rule
 from tegula.ir.visitor import DEF_FIELDS
 
 CORE_KINDS = ("C", "V")
@@ -145,7 +146,8 @@ SYNC_NODES = (SetFlag, WaitFlag, PipeBarrier, BarrierAll, SetCrossFlag, WaitCros
 
 
 def _register_printers() -> None:
-    """T-script spellings of the nodes above (the printer dispatches on ``stmt_<Class>``)."""
+    """T-script spellings of the nodes above (the printer dispatches on ``stmt_<Class>``; tile
+    ops on their "print" rule in tegula.ir.tile_rules)."""
     from tegula.ir import printer
 
     ScriptPrinter = printer.ScriptPrinter
@@ -179,7 +181,8 @@ def _register_printers() -> None:
         self.line(f'with T.Scope("{s.kind}"):', depth)
         self.block(s.body, depth + 1)
 
-    def p_mma(self: Any, s: Mma, depth: int) -> None:
+    @tile_rule(Mma, "print")
+    def p_mma(self: Any, s: Mma) -> str:
         args = [self.e(s.A), self.e(s.B), self.e(s.C)]
         for k in ("transpose_A", "transpose_B"):
             if getattr(s, k):
@@ -188,12 +191,13 @@ def _register_printers() -> None:
             args.append(f"init={self.e(s.init)}")
         elif s.init:
             args.append("init=True")
-        self.line(f"T.mma({', '.join(args)})", depth)
+        return f"T.mma({', '.join(args)})"
 
-    def p_vec(self: Any, s: VecOp, depth: int) -> None:
+    @tile_rule(VecOp, "print")
+    def p_vec(self: Any, s: VecOp) -> str:
         args = [self.e(s.dst)] + [self.e(x) for x in s.srcs]
         args += [f"{k}={self.e(v) if isinstance(v, Expr) else repr(v)}" for k, v in s.attrs.items()]
-        self.line(f"T.tile.{s.op}({', '.join(args)})", depth)
+        return f"T.tile.{s.op}({', '.join(args)})"
 
     def p_set(self: Any, s: SetFlag, depth: int) -> None:
         self.line(f'T.set_flag("{s.src.lower()}", "{s.dst.lower()}", {self.e(s.id)}){auto(s)}', depth)
@@ -214,7 +218,7 @@ def _register_printers() -> None:
     def p_xwait(self: Any, s: WaitCrossFlag, depth: int) -> None:
         self.line(f"T.wait_cross_flag({self.e(s.flag)}){auto(s)}", depth)
 
-    for cls, fn in ((NpuKernel, p_kernel), (CoreScope, p_scope), (Mma, p_mma), (VecOp, p_vec), (SetFlag, p_set),
+    for cls, fn in ((NpuKernel, p_kernel), (CoreScope, p_scope), (SetFlag, p_set),
                     (WaitFlag, p_wait), (PipeBarrier, p_bar), (BarrierAll, p_all),
                     (SetCrossFlag, p_xset), (WaitCrossFlag, p_xwait)):
         setattr(ScriptPrinter, f"stmt_{cls.__name__}", fn)

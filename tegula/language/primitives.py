@@ -206,20 +206,25 @@ def alloc_var(dtype: Any, init: Any = None, scope: str = "local.var") -> Buffer:
 # Tile operations
 # ---------------------------------------------------------------------------------------------
 
-def _emit_tile(what: str, op: type, *operands: Any) -> None:
-    """Check we are in a kernel (outside T.Parallel), then build the ``op`` node from the
-    operands with its ``check`` rule (:mod:`tegula.ir.tile_rules`) and emit it."""
+def _emit_tile(what: str, make: Any) -> None:
+    """Check we are in a kernel (outside T.Parallel), then build the node with ``make()`` and emit it."""
     b = current(what)
     b.require_kernel(what)
     if b.in_parallel:
         raise ScopeError(f"{what} is a tile operation and cannot be used inside T.Parallel",
                          hint="move it out of the parallel loop")
-    b.emit(TILE_RULES.require(op, "check", "the language")(*operands))
+    b.emit(make())
+
+
+def _emit_op(what: str, op: type, *operands: Any) -> None:
+    """``_emit_tile`` of the ``op`` node built from the operands by its ``check`` rule
+    (:mod:`tegula.ir.tile_rules`)."""
+    _emit_tile(what, lambda: TILE_RULES.require(op, "check", "the language")(*operands))
 
 
 def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma: bool = False,
          eviction_policy: Any = None, loop_layout: Any = None) -> None:
-    _emit_tile("T.copy", Copy, src, dst)
+    _emit_op("T.copy", Copy, src, dst)
 
 
 class GemmWarpPolicy:
@@ -233,13 +238,13 @@ class GemmWarpPolicy:
 def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
          policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1,
          wg_wait: int = 0, mbar: Any = None) -> None:
-    _emit_tile("T.gemm", Gemm, A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack,
+    _emit_op("T.gemm", Gemm, A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack,
                wg_wait)
 
 
 def _reducer(kind: str) -> Any:
     def reduce_op(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
-        _emit_tile(f"T.reduce_{kind}", Reduce, kind, src, dst, dim, clear)
+        _emit_op(f"T.reduce_{kind}", Reduce, kind, src, dst, dim, clear)
 
     reduce_op.__name__ = f"reduce_{kind}"
     reduce_op.__doc__ = f"``dst = {kind}(src, dim)`` (combined with dst when ``clear=False``)."
@@ -259,21 +264,21 @@ reduce_bitxor = _reducer("bitxor")
 def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
     """``dst = `` the inclusive prefix sum of ``src`` along ``dim`` (``reverse``: suffix sum);
     in place when ``dst`` is None."""
-    _emit_tile("T.cumsum", CumSum, src, dst, dim, reverse)
+    _emit_op("T.cumsum", CumSum, src, dst, dim, reverse)
 
 
 def cummax(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
     """``dst = `` the running maximum of ``src`` along ``dim`` (``reverse``: from the end);
     in place when ``dst`` is None."""
-    _emit_tile("T.cummax", CumSum, src, dst, dim, reverse, "max")
+    _emit_op("T.cummax", CumSum, src, dst, dim, reverse, "max")
 
 
 def fill(buffer: Any, value: Any) -> None:
-    _emit_tile("T.fill", Fill, buffer, value)
+    _emit_op("T.fill", Fill, buffer, value)
 
 
 def clear(buffer: Any) -> None:
-    _emit_tile("T.clear", Fill, buffer, 0)
+    _emit_op("T.clear", Fill, buffer, 0)
 
 
 def _atomic(kind: str) -> Any:
