@@ -14,7 +14,7 @@ aspect         registered in                               rule
                                                            constraints (``strict`` ones apart)
 ``cuda``       ``backends/cuda/passes/lower_*.py``         ``(ctx, node) -> Stmt``: per-thread code
 ``cuda.lane``  ``backends/cuda/passes/lower_*.py``         the same, inside a ``T.Parallel`` body
-``npu``        ``backends/npu/``                           the NPU lowering
+``npu``        ``backends/npu/``                           the NPU lowering (a slot for now)
 =============  ==========================================  ==========================================
 
 The emulator (``cuda-emu``) runs the CUDA lowering's output, so no tile op needs a rule of its
