@@ -43,7 +43,8 @@ class Artifact(Protocol):
 Builder = Callable[..., Artifact]
 
 
-def _load(ref: str) -> Any:
+def load_ref(ref: str) -> Any:
+    """What a ``"module:attribute"`` string names (the module imported now)."""
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -83,12 +84,12 @@ class TargetKind:
         kind = self.lowers_as or self.name
         arch = target.arch or self.default_arch
         if arch is None and self.detect_arch is not None:
-            arch = _load(self.detect_arch)(target)
+            arch = load_ref(self.detect_arch)(target)
         return Target(kind, arch)
 
     def load_builder(self) -> Builder:
         try:
-            return _load(self.builder)
+            return load_ref(self.builder)
         except (ImportError, AttributeError) as e:
             raise UnsupportedError(f"the {self.name} backend is not available in this installation: {e}") from None
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from tegula import config
 from tegula.errors import VerifyError
 from tegula.ir.stmt import PrimFunc
+from tegula.ir.verify import well_formed
 from tegula.transform.trace import INPUT, Step, Trace, dump
 
 if TYPE_CHECKING:
@@ -43,8 +45,6 @@ class Instrument:
 
 def ir_problems(func: PrimFunc) -> list[str]:
     """What the verifier finds wrong with ``func`` (a verifier crash is reported, not raised)."""
-    from tegula.ir.verify import well_formed
-
     try:
         return well_formed(func)
     except Exception as e:
@@ -122,8 +122,6 @@ class Timing(Instrument):
 def default_instruments() -> list[Instrument]:
     """The instruments the settings ask for: Dump under ``TEGULA_TRACE``, then Verify under
     ``TEGULA_VERIFY`` or ``TEGULA_DEBUG``."""
-    from tegula import config
-
     s = config.get()
     out: list[Instrument] = []
     if s.trace_dir:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib
 import inspect
 import time
 from dataclasses import dataclass
@@ -30,6 +29,9 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from tegula.errors import ConfigError, KernelTypeError
 from tegula.ir.stmt import PrimFunc
+from tegula.passconfig import check_pass_configs
+from tegula.target import kind_of, load_ref, parse_target
+from tegula.transform.instruments import default_instruments
 
 INPUT = "input"
 _PACKAGE = __name__.split(".")[0]
@@ -236,8 +238,6 @@ class Pipeline:
         settings ask for, see :func:`tegula.transform.instruments.default_instruments`) are called
         around each pass; an error a pass or an instrument raises is reported to every instrument
         and raised. An empty pipeline with no instruments given returns ``func`` at once."""
-        from tegula.transform.instruments import default_instruments
-
         if not self._passes and instruments is None:
             return func
         inst = list(default_instruments() if instruments is None else instruments)
@@ -304,11 +304,6 @@ class PassSpec:
         return Pass(self.name, self.fn, self.reason, **options)
 
 
-def _load(ref: str) -> Any:
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
 def pipeline_for(target: Any, pass_configs: Optional[dict] = None) -> Pipeline:
     """The pipeline ``target`` builds with (a target string such as ``"cuda:sm_80"``,
     ``"cuda:sm_90a"``, ``"cuda-emu"`` or ``"cpu"``, or a Target), under ``pass_configs``.
@@ -317,9 +312,6 @@ def pipeline_for(target: Any, pass_configs: Optional[dict] = None) -> Pipeline:
     before it is interpreted. Raises ConfigError for an unknown target, or a ``"cuda"`` target
     with no arch on a machine without a GPU.
     """
-    from tegula.passconfig import check_pass_configs
-    from tegula.target import kind_of, parse_target
-
     t = parse_target(target)
     kind = kind_of(t)
     cfg = check_pass_configs(pass_configs)
@@ -327,7 +319,7 @@ def pipeline_for(target: Any, pass_configs: Optional[dict] = None) -> Pipeline:
         return Pipeline((), target=str(t))
     lowered = kind.lowering_target(t)
     facts = {"arch": lowered.arch}
-    passes = [row.make(facts, cfg) for row in _load(kind.pipeline) if row.wanted(lowered.arch, cfg)]
+    passes = [row.make(facts, cfg) for row in load_ref(kind.pipeline) if row.wanted(lowered.arch, cfg)]
     return Pipeline(passes, target=str(lowered))
 
 
@@ -340,8 +332,6 @@ def check_pipeline(pipeline: Any, target: Any, pass_configs: Optional[dict] = No
         raise ConfigError(f"pipeline= takes a tegula.transform.Pipeline, got {type(pipeline).__name__}",
                           hint="start from tegula.transform.pipeline_for(target)")
     if pipeline.target is not None:
-        from tegula.target import kind_of, parse_target
-
         t = parse_target(target)
         kind = kind_of(t)
         want = str(kind.lowering_target(t)) if kind.pipeline is not None else str(t)
