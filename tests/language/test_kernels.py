@@ -214,7 +214,13 @@ def test_quantize_absmax_rows(target, rng):
     x64 = x.astype(np.float64)
     s_ref = np.abs(x64).max(1) / 127.0
     np.testing.assert_allclose(s, s_ref, rtol=1e-6)
-    np.testing.assert_array_equal(q, np.round(x64 / s_ref[:, None]).astype(np.int8))
+    ratio = x64 / s_ref[:, None]
+    q_ref = np.round(ratio).astype(np.int8)
+    # float32 division may land on the other side of a .5 boundary: there the kernel may be one off
+    near_half = np.abs(np.abs(ratio - np.floor(ratio)) - 0.5) < 1e-4
+    diff = np.abs(q.astype(np.int32) - q_ref)
+    assert diff.max() <= 1
+    np.testing.assert_array_equal(q[~near_half], q_ref[~near_half])
 
 
 def test_cumsum_unary_math_and_casts(target, rng):
