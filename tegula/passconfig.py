@@ -100,6 +100,12 @@ class PassConfigKey(str, enum.Enum):
     TEGULA_EMU_RACES_AS_WARNINGS = "tegula.emu_races_as_warnings"
     # the seed of the Ascend emulator's adversarial pipe order
     TEGULA_NPU_EMU_SEED = "tegula.npu_emu_seed"
+    # sm_90a: keep T.gemm on mma.sync instead of wgmma
+    TEGULA_DISABLE_WGMMA = "tegula.disable_wgmma"
+    # sm_90a: a TMA-pipelined loop of gemms keeps one k-tile of wgmma in flight (loads run
+    # num_stages - 2 iterations ahead instead of num_stages - 1); True / False force it on / off,
+    # unset: on for at least 4 stages and accumulators of at least 128 x 256 per block
+    TEGULA_WGMMA_OVERLAP = "tegula.wgmma_overlap"
     # blocks per SM the CUDA compiler must leave room for (the second __launch_bounds__ value):
     # caps registers per thread at 65536 / (threads * value)
     TEGULA_MIN_BLOCKS_PER_SM = "tegula.min_blocks_per_sm"

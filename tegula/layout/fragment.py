@@ -306,7 +306,7 @@ class RowsOf(Fragment):
         # which thread holds which row does not depend on the parent's columns
         p = self.parent
         if isinstance(p, MmaLayout):
-            return ("mma", p.M, p.wm, p.wn)
+            return (type(p).__name__, p.M, p.wm, p.wn)
         return ("row", p.R, p.T, p.tpr)
 
 

@@ -57,9 +57,11 @@ def test_compile_only_for_sm_90a(example, capsys):
     assert ex.main(128, 128, 128, target="cuda:sm_90a") == 0.0
     assert "RowMajorShared" in capsys.readouterr().out
     func = ex.matmul(128, 128, 128)
+    # the XOR of the swizzle shows in the addressing on the mma.sync path (on sm_90a's default,
+    # TMA and wgmma apply it in hardware)
     with contextlib.redirect_stdout(io.StringIO()):
-        mine = tegula.compile(func, out_idx=[-1], target="cuda:sm_90a", pipeline=ex.with_passes("cuda:sm_90a"))
-    plain = tegula.compile(func, out_idx=[-1], target="cuda:sm_90a")
+        mine = tegula.compile(func, out_idx=[-1], target="cuda:sm_80", pipeline=ex.with_passes("cuda:sm_80"))
+    plain = tegula.compile(func, out_idx=[-1], target="cuda:sm_80")
     assert "^" in plain.get_kernel_source() and "^" not in mine.get_kernel_source()
 
 

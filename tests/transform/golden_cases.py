@@ -106,6 +106,8 @@ CASES = {
     "SimplifyLowered": (row_sums, "cuda:sm_80"),
     "PlanSharedMemory": (handoffs, "cuda:sm_80"),
     "CheckResources": (handoffs, "cuda:sm_90a"),
+    "TmaPipeline": (small_gemm, "cuda:sm_90a"),
+    "UseWgmma": (small_gemm, "cuda:sm_90a"),
 }
 
 

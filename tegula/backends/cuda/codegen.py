@@ -92,7 +92,7 @@ class ParamInfo:
     """
 
     name: str            # C name
-    kind: str            # "buffer", "scalar" or "dim"
+    kind: str            # "buffer", "scalar", "dim" or "tmap" (a TMA tensor map, 128 bytes)
     dtype: dt.DType      # element type (buffers) or value type
     source: Any
     var: Optional[Var] = None  # the IR variable (scalars and dims)
@@ -348,6 +348,17 @@ def _params(func: S.PrimFunc) -> list[ParamInfo]:
     return params
 
 
+def _tma_params(func: S.PrimFunc, kernels: list) -> list[ParamInfo]:
+    """One parameter per tensor map of the kernels (``annotations["tma_maps"]``): source is
+    (the buffer's parameter position, the map)."""
+    out = []
+    for k in kernels:
+        for m in k.annotations.get("tma_maps") or ():
+            pos = next(i for i, p in enumerate(func.params) if p is m.buffer)
+            out.append(ParamInfo(m.var.name, "tmap", m.buffer.dtype, (pos, m), m.var))
+    return out
+
+
 def _swizzle_lines(k: S.Kernel, bx: str, by: str, names: Names) -> list[str]:
     panel, order = k.annotations["swizzle"]
     panel = int(panel)
@@ -381,6 +392,9 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
             if const:
                 const_buffers.append(buf)
             decls.append(f"{'const ' if const else ''}{info.dtype.ctype}* __restrict__ {info.name}")
+        elif info.kind == "tmap":
+            names.of[id(info.var)] = info.name
+            decls.append(f"const __grid_constant__ tl::TensorMap {info.name}")
         else:
             names.of[id(info.var)] = info.name
             decls.append(f"{info.dtype.ctype} {info.name}")
@@ -466,7 +480,7 @@ def codegen(func: S.PrimFunc, target: Any = None, pass_configs: Optional[dict] =
     fast_math = bool(cfg.get("tl.enable_fast_math", False)) and not cfg.get("tl.disable_fast_math", False)
     index64 = int(cfg.get("tl.config_index_bitwidth", 32) or 32) >= 64
     kernels = _kernels_of(func)
-    params = _params(func)
+    params = _params(func) + _tma_params(func, kernels)
     written = _written_buffers(func)
     const_ids = {id(b) for b in func.buffer_params() if id(b) not in written}
     texts, infos = [], []

@@ -210,12 +210,19 @@ class Launcher:
         params = module.params
         self.n = len(params)
         self._tensor_pos = [p.source for p in params if p.kind == "buffer"]
-        self._plan = [(p.kind, p.source, _scalar_bits(p)) for p in params]
-        fmt = "<" + "".join("Q" if p.kind == "buffer" else _SLOT_FMT[p.dtype.name] for p in params)
-        self._struct = struct.Struct(fmt)
-        self._buf = ctypes.create_string_buffer(max(8, 8 * self.n))
+        self._plan = [(p.kind, p.source, _scalar_bits(p) if p.kind != "tmap" else _tma_encoder(p))
+                      for p in params]
+        # one 8-byte slot per parameter; a tensor map (128 bytes) takes 16
+        slots = ["128s" if p.kind == "tmap" else "Q" if p.kind == "buffer" else _SLOT_FMT[p.dtype.name]
+                 for p in params]
+        offsets, off = [], 0
+        for f in slots:
+            offsets.append(off)
+            off += 128 if f == "128s" else 8
+        self._struct = struct.Struct("<" + "".join(slots))
+        self._buf = ctypes.create_string_buffer(max(8, off))
         base = ctypes.addressof(self._buf)
-        self._ptrs = (ctypes.c_void_p * max(1, self.n))(*[base + 8 * i for i in range(self.n)])
+        self._ptrs = (ctypes.c_void_p * max(1, self.n))(*[base + o for o in offsets])
         self._ptrs_addr = ctypes.addressof(self._ptrs)
         self._c_ptrs = ctypes.c_void_p(self._ptrs_addr)
         slot_of = {id(p.var): i for i, p in enumerate(params) if p.var is not None}
@@ -312,6 +319,9 @@ class Launcher:
             elif kind == "scalar":
                 v = values[src]
                 args[i] = bits(v) if bits is not None else v
+            elif kind == "tmap":
+                x = values[src[0]]
+                args[i] = bits(x, data_ptr(x))
             else:
                 pos, axis = src
                 args[i] = int(values[pos].shape[axis])
@@ -360,6 +370,12 @@ class Launcher:
         finally:
             if pushed:
                 drv.cuCtxPopCurrent()
+
+
+def _tma_encoder(p: ParamInfo) -> Any:
+    from tegula.backends.cuda.tma_host import TmaEncoder
+
+    return TmaEncoder(p.source[1], p.source[1].buffer.name)
 
 
 def _torch_device() -> int:

@@ -21,15 +21,25 @@ from tegula.backends.cuda.passes.layout_inference import infer_layouts_pass
 from tegula.backends.cuda.passes.lower_tile_ops import lower_tile_ops
 from tegula.backends.cuda.passes.plan_shared_memory import plan_shared_memory
 from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
+from tegula.backends.cuda.passes.tma_pipeline import tma_pipeline
+from tegula.backends.cuda.passes.use_wgmma import use_wgmma
 
 CUDA_PASSES: tuple[PassSpec, ...] = (
     PassSpec("Simplify", simplify_stmt, "fold the index arithmetic the frontend left"),
     # causal attention, ragged tails: most tiles take the copy without the mask
     PassSpec("SpecializeMasks", specialize_masks,
              "mask-free copies of masked T.Parallel loops, for tiles where the mask holds"),
+    # the loops it takes are no longer T.Pipelined, so PipelineCopies leaves them
+    PassSpec("TmaPipeline", tma_pipeline,
+             "T.Pipelined loops whose copies the copy engine can do: TMA into stages, on mbarriers",
+             unless=PassConfigKey.TL_DISABLE_TMA_LOWER, archs=("sm_90a",),
+             config_options=(("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP),)),
     # must see tile-level copies, so it runs before lowering
     PassSpec("PipelineCopies", pipeline_copies,
              "T.Pipelined: multi-buffered shared tiles, copies issued stages ahead (cp.async)"),
+    # layout inference decides per gemm
+    PassSpec("UseWgmma", use_wgmma, "T.gemm on wgmma where its shapes allow",
+             unless=PassConfigKey.TEGULA_DISABLE_WGMMA, archs=("sm_90a",)),
     PassSpec("InferLayouts", infer_layouts_pass,
              "layouts of fragments and shared tiles, written into each kernel's layout map"),
     PassSpec("LowerTileOps", lower_tile_ops,

@@ -48,6 +48,7 @@ from tegula.ir.visitor import Mutator, Visitor, post_order_visit
 from tegula.layout.fragment import (FlatLayout, Fragment, MmaLayout, Replicated, RowLayout,
                                     RowsOf, mma_warps)
 from tegula.layout.shared import RowMajor, Swizzled
+from tegula.layout.wgmma import WgmmaLayout, WgmmaShared
 
 MMA_OPERANDS = {"float16": "float32", "bfloat16": "float32", "int8": "int32", "uint8": "int32"}
 
@@ -60,6 +61,7 @@ class LayoutPlan:
     gemm_warps: dict = field(default_factory=dict)   # Gemm -> (wm, wn)
     origin: dict = field(default_factory=dict)       # Buffer -> (reason, span) of the layout
     threads: int = 0                                 # threads of the kernel's blocks
+    wgmma: dict = field(default_factory=dict)        # Gemm -> WgmmaLayout, for gemms on wgmma
 
     def of(self, buf: Buffer) -> Fragment:
         return self.fragments[buf]
@@ -157,6 +159,9 @@ def infer_layouts(kernel: Kernel) -> LayoutPlan:
     for buf, lay in (kernel.annotations.get("layout_map") or {}).items():
         if isinstance(lay, Fragment) and buf.is_fragment:
             plan.assign(buf, lay, "T.annotate_layout", kernel.span)
+    if kernel.annotations.get("wgmma"):  # marked by UseWgmma (sm_90a)
+        gemms = [op for op in col.ops if isinstance(op, Gemm)]
+        plan.wgmma = wgmma_gemms(gemms, plan.threads, kernel.annotations.get("layout_map") or {})
     for op, rule in strict:
         rule(op, plan)
 
@@ -207,13 +212,13 @@ def _parallel_loop(plan: LayoutPlan, vars_: list[Var], exts: list[Any], acc: lis
 def _gemm_layout(g: Gemm, plan: LayoutPlan) -> bool:
     """A tensor-core gemm's accumulator takes the mma layout of its policy's warp grid."""
     T = plan.threads
-    if not gemm_on_tensor_cores(g) or T % 32:
+    if g not in plan.wgmma and (not gemm_on_tensor_cores(g) or T % 32):
         return False
     M, N = _tile_mn(g)
-    wmn = mma_warps(M, N, T // 32, g.policy)
+    wmn = mma_warps(M, N, T // 32, g.policy) if g not in plan.wgmma else (plan.wgmma[g].wm, 1)
     if wmn is None:
         return False
-    want = MmaLayout(M, N, *wmn)
+    want = plan.wgmma.get(g) or MmaLayout(M, N, *wmn)
     have = plan.fragments.get(g.C.buffer)
     if have is not None and not have.same(want):
         why, span = plan.origin[g.C.buffer]
@@ -269,10 +274,35 @@ def choose_shared_layouts(kernel: Kernel) -> dict:
                     out[b] = Swizzled(shape, b.dtype.itemsize)
 
     post_order_visit(kernel.body, see)
+    if kernel.annotations.get("wgmma"):  # marked by UseWgmma (sm_90a)
+        from tegula.backends.cuda.passes.lower_wgmma import wgmma_shared_layouts
+
+        gemms: list = []
+        post_order_visit(kernel.body, lambda n: gemms.append(n) if isinstance(n, Gemm) else None)
+        layout_map = kernel.annotations.get("layout_map") or {}
+        out.update(wgmma_shared_layouts(wgmma_gemms(gemms, kernel.num_threads, layout_map)))
     for buf, lay in (kernel.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
-        if buf.is_shared and isinstance(lay, (RowMajor, Swizzled)):
+        if buf.is_shared and isinstance(lay, (RowMajor, Swizzled, WgmmaShared)):
             out[buf] = lay
     return out
+
+
+def wgmma_gemms(gemms: list, T: int, layout_map: dict) -> dict:
+    """The gemms that run on wgmma, with their accumulator layouts: those ``wgmma_ok`` accepts,
+    unless their accumulator is shared with a gemm it does not."""
+    from tegula.backends.cuda.passes.lower_wgmma import wgmma_ok
+
+    # shared tiles whose layout is fixed otherwise (T.annotate_layout), accumulators likewise
+    pinned = frozenset(b for b, lay in layout_map.items() if b.is_shared and not isinstance(lay, WgmmaShared))
+    ok = {g: wgmma_ok(g, T, pinned) and (g.C.buffer not in layout_map
+                                         or isinstance(layout_map[g.C.buffer], WgmmaLayout))
+          for g in gemms}
+    for g in gemms:
+        if not ok[g]:
+            for h in gemms:
+                if h.C.buffer is g.C.buffer:
+                    ok[h] = False
+    return {g: WgmmaLayout.choose(*_tile_mn(g), T) for g in gemms if ok[g]}
 
 
 def free_layout(buf: Buffer, T: int) -> Fragment:

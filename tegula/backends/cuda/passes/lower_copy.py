@@ -59,6 +59,10 @@ def _tile_idx(r: BufferRegion, buf_idx: tuple) -> tuple:
 
 @tile_rule(Copy, "cuda")
 def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
+    if "tma_bar" in c.annotations:  # marked by TmaPipeline (sm_90a)
+        from tegula.backends.cuda.passes.lower_tma import lower_tma_copy
+
+        return lower_tma_copy(ctx, c, lambda plain: lower_copy(ctx, plain))
     s, d = c.src, c.dst
     sf, df = s.buffer.is_fragment, d.buffer.is_fragment
     if sf and df and whole(s) and whole(d) and ctx.layout(s.buffer).same(ctx.layout(d.buffer)):

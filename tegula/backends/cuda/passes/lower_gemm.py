@@ -23,6 +23,8 @@ from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import BufferStore, Evaluate, For, Gemm, Stmt, seq
 from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import MmaLayout
+from tegula.layout.wgmma import WgmmaLayout
+from tegula.backends.cuda.passes.lower_wgmma import lower_wgmma
 from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, region_index, whole)
 
 _MMA = {"float16": "tl::mma_m16n8k16_f16_f32", "bfloat16": "tl::mma_m16n8k16_bf16_f32",
@@ -34,7 +36,9 @@ def lower_gemm(ctx: Ctx, g: Gemm) -> Stmt:
     if not whole(g.C):
         raise UnsupportedError("T.gemm into part of a fragment is not supported on CUDA yet", g.span)
     lay = ctx.layout(g.C.buffer)
-    if g in ctx.plan.gemm_warps and isinstance(lay, MmaLayout):
+    if g in ctx.plan.wgmma and isinstance(lay, WgmmaLayout):
+        return lower_wgmma(ctx, g, lay)
+    if g in ctx.plan.gemm_warps and type(lay) is MmaLayout:
         return _mma_gemm(ctx, g, lay)
     return _fma_gemm(ctx, g)
 
@@ -52,7 +56,7 @@ def _a_from_registers(ctx: Ctx, g: Gemm, lay: MmaLayout) -> bool:
     if not a.is_fragment or g.transpose_A or a.dtype.bits != 16 or not whole(g.A):
         return False
     al = ctx.layout(a)
-    return isinstance(al, MmaLayout) and al.wm == lay.wm and al.wn == 1 and lay.wn == 1 \
+    return type(al) is MmaLayout and al.wm == lay.wm and al.wn == 1 and lay.wn == 1 \
         and al.M == lay.M
 
 

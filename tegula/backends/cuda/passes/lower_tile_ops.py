@@ -33,6 +33,8 @@ from tegula.backends.cuda.passes import lower_print, lower_reduce  # noqa: F401 
 from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, infer_layouts
 from tegula.backends.cuda.passes.lower_parallel import lower_parallel
 from tegula.backends.cuda.passes.lowering_context import Ctx, block_expr
+from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain
+from tegula.layout.wgmma import WgmmaShared
 
 
 def lower_tile_ops(func: PrimFunc) -> PrimFunc:
@@ -70,6 +72,12 @@ def lower_kernel(k: Kernel) -> Kernel:
     ann["shared_layouts"] = {b.name: ctx.shared(b)[1].describe() for b in shared}
     ann["shared_shapes"] = {b.name: tuple(b.shape) for b in shared}
     ann.pop("layout_map", None)
+    align = {**{ctx.shared(b)[0]: WGMMA_SMEM_ALIGN for b, lay in ctx.smem_layouts.items()
+                if isinstance(lay, WgmmaShared)}, **ctx.smem_align}
+    if align:  # shared tiles that need more than 128-byte alignment (wgmma operands, TMA boxes)
+        ann["smem_align"] = align
+    if ctx.tma_maps:
+        ann["tma_maps"] = list(ctx.tma_maps)
     return Kernel(k.grid, k.threads, k.block_vars, allocs, body, dict(k.alloc_inits), ann,
                   thread_var=tid, span=k.span)
 
@@ -130,7 +138,13 @@ def _same(ctx: Ctx, s: Stmt) -> Stmt:
 
 
 def _attr(ctx: Ctx, s: AttrStmt) -> Stmt:
+    if s.key == "wgmma_drain":  # after a loop that left wgmma groups in flight (TmaPipeline)
+        return lower_wgmma_drain(ctx, s.value)
     return AttrStmt(s.key, s.value, lower_block(ctx, s.body), span=s.span)
+
+
+def _evaluate(ctx: Ctx, s: Evaluate) -> Stmt:
+    return Evaluate(block_expr(ctx, s.value), span=s.span)
 
 
 def _store(ctx: Ctx, s: BufferStore) -> Stmt:
@@ -147,5 +161,5 @@ def _store(ctx: Ctx, s: BufferStore) -> Stmt:
 
 _BLOCK: dict[type, Callable[[Ctx, Any], Stmt]] = {
     SeqStmt: _seq, For: _for, While: _while, IfThenElse: _if, LetStmt: _let, AttrStmt: _attr,
-    BufferStore: _store, Break: _same, Continue: _same, Evaluate: _same,
+    BufferStore: _store, Break: _same, Continue: _same, Evaluate: _evaluate,
 }

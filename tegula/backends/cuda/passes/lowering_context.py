@@ -47,6 +47,8 @@ class Ctx:
     smem_layouts: dict = field(default_factory=dict)  # shared Buffer -> chosen layout
     ranges: dict = field(default_factory=dict)        # Var -> inclusive (lo, hi), for guards
     block_vars: tuple = ()                            # the kernel's block indices
+    tma_maps: list = field(default_factory=list)      # TmaMap of each tensor map the kernel uses
+    smem_align: dict = field(default_factory=dict)    # flat shared Buffer -> alignment beyond 128 B
     counter: int = 0
 
     def unroll(self, base: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:

@@ -114,10 +114,10 @@ class _Restage(Mutator):
         return BufferStore(nb, (self.stage,) + idx, v, span=n.span)
 
 
-def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[Stmt]:
-    S = int(loop.annotations.get("num_stages", 0) or 0)
-    if S < 2 or loop.step != 1:
-        return None
+def split_producers(loop: For, others: list[Stmt]) -> Optional[tuple[list[Copy], list[Stmt]]]:
+    """The producer copies of a pipelined loop (their sources in terms of the loop variable) and
+    the rest of its body, or None when the loop has no producer or its tiles do not qualify
+    (``others``: the statements after the loop, which must not read the tiles)."""
     body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
     inner_defs = _defined_in(loop.body)
     producers, consumers = [], []
@@ -138,10 +138,33 @@ def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[
     used_after = _used_buffers(seq(*others)) if others else set()
     if len(set(tiles)) != len(tiles) or any(t in written_elsewhere or t in used_after for t in tiles):
         return None
-    for t in tiles:
+    return producers, consumers
+
+
+def pipeline_parts(loop: For, others: list[Stmt]) -> Optional[tuple[int, list[Copy], list[Stmt]]]:
+    """(stages, producers, consumers) of a ``T.Pipelined`` loop that can be pipelined, else None."""
+    S = int(loop.annotations.get("num_stages", 0) or 0)
+    if S < 2 or loop.step != 1:
+        return None
+    split = split_producers(loop, others)
+    return None if split is None else (S, *split)
+
+
+def staged_tiles(producers: list[Copy], S: int, new_allocs: dict) -> dict:
+    """Tile -> its buffer of ``S`` stages (made once per tile, kept in ``new_allocs``)."""
+    for p in producers:
+        t = p.dst.buffer
         if t not in new_allocs:
             new_allocs[t] = Buffer(t.name, (S,) + tuple(t.shape), t.dtype, t.scope, span=t.span)
-    mb = {t: new_allocs[t] for t in tiles}
+    return {p.dst.buffer: new_allocs[p.dst.buffer] for p in producers}
+
+
+def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[Stmt]:
+    parts = pipeline_parts(loop, others)
+    if parts is None:
+        return None
+    S, producers, consumers = parts
+    mb = staged_tiles(producers, S, new_allocs)
     k, n, start = loop.var, loop.extent, loop.start
 
     def issue(it: E.Expr) -> Stmt:
@@ -178,6 +201,13 @@ def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[
 
 def pipeline_copies(func: PrimFunc) -> PrimFunc:
     """Apply software pipelining to every qualifying ``T.Pipelined`` loop."""
+    return rewrite_pipelined_loops(func, _pipeline_loop)
+
+
+def rewrite_pipelined_loops(func: PrimFunc, rewrite: Any) -> PrimFunc:
+    """Replace every ``T.Pipelined`` loop for which ``rewrite(loop, after, new_allocs)`` returns
+    a statement (``after``: what runs after the loop; ``new_allocs``: tile -> its staged buffer,
+    filled by ``rewrite``, with extra allocations under keys of their own)."""
 
     class M(Mutator):
         def visit_Kernel(self, kern: Kernel) -> Kernel:
@@ -191,7 +221,7 @@ def pipeline_copies(func: PrimFunc) -> PrimFunc:
                         out.append(walk(x, items[:i] + items[i + 1:] + after))
                     return seq(*out)
                 if isinstance(s, For) and s.kind == "pipelined":
-                    got = _pipeline_loop(s, after, new_allocs)
+                    got = rewrite(s, after, new_allocs)
                     if got is not None:
                         return got
                     return For(s.var, s.start, s.extent, walk(s.body, after), s.kind, s.step,
@@ -205,6 +235,7 @@ def pipeline_copies(func: PrimFunc) -> PrimFunc:
             if not new_allocs:
                 return kern
             allocs = tuple(new_allocs.get(b, b) for b in kern.allocs)
+            allocs += tuple(b for k, b in new_allocs.items() if k not in kern.allocs)
             return Kernel(kern.grid, kern.threads, kern.block_vars, allocs, body, dict(kern.alloc_inits),
                           dict(kern.annotations), thread_var=kern.thread_var, span=kern.span)
 

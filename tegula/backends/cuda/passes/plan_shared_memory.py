@@ -25,9 +25,9 @@ from tegula.backends.cuda.passes.insert_barriers import _is_sync, accesses
 SMEM_ALIGN = 128  # bytes: where every shared buffer starts (codegen, emulator and resource check)
 
 
-def align(n: int) -> int:
-    """``n`` bytes rounded up to ``SMEM_ALIGN``."""
-    return -(-n // SMEM_ALIGN) * SMEM_ALIGN
+def align(n: int, a: int = SMEM_ALIGN) -> int:
+    """``n`` bytes rounded up to ``a`` (default ``SMEM_ALIGN``)."""
+    return -(-n // a) * a
 
 
 def plan_kernel(k: Kernel) -> dict:
@@ -44,8 +44,10 @@ def plan_kernel(k: Kernel) -> dict:
     placed: list[tuple[int, int, Any]] = []  # (offset, size, buffer)
     offsets: dict = {}
     order = sorted(shared, key=lambda b: (first.get(b, -1), -b.nbytes()))
+    aligns = k.annotations.get("smem_align") or {}  # buffers that need more than SMEM_ALIGN
     for b in order:
         size = align(b.nbytes())
+        a = max(SMEM_ALIGN, aligns.get(b, SMEM_ALIGN))
         f = first.get(b)
 
         def separated(a: Any) -> bool:
@@ -58,7 +60,7 @@ def plan_kernel(k: Kernel) -> dict:
         for lo, hi in blocked:
             if off + size <= lo:
                 break
-            off = max(off, align(hi))
+            off = max(off, align(hi, a))
         offsets[b] = off
         placed.append((off, size, b))
     return offsets

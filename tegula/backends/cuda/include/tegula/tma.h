@@ -60,6 +60,26 @@ TL_DEVICE void tma_load_5d(void* smem_dst, const TensorMap* desc, uint64_t* bar,
       "r"(c3), "r"(c4) : "memory");
 }
 
+/// The loads above with the tensor map given by reference (a __grid_constant__ kernel parameter)
+/// and the dimension told by the number of coordinates: what generated code calls.
+TL_DEVICE void tma_load(void* dst, const TensorMap& map, uint64_t* bar, int c0) {
+  tma_load_1d(dst, &map, bar, c0);
+}
+TL_DEVICE void tma_load(void* dst, const TensorMap& map, uint64_t* bar, int c0, int c1) {
+  tma_load_2d(dst, &map, bar, c0, c1);
+}
+TL_DEVICE void tma_load(void* dst, const TensorMap& map, uint64_t* bar, int c0, int c1, int c2) {
+  tma_load_3d(dst, &map, bar, c0, c1, c2);
+}
+TL_DEVICE void tma_load(void* dst, const TensorMap& map, uint64_t* bar, int c0, int c1, int c2,
+                        int c3) {
+  tma_load_4d(dst, &map, bar, c0, c1, c2, c3);
+}
+TL_DEVICE void tma_load(void* dst, const TensorMap& map, uint64_t* bar, int c0, int c1, int c2,
+                        int c3, int c4) {
+  tma_load_5d(dst, &map, bar, c0, c1, c2, c3, c4);
+}
+
 #if TL_SM90A
 /// 2-D load multicast to the CTAs of the cluster whose bit is set in cta_mask (same smem offset).
 TL_DEVICE void tma_load_2d_multicast(void* smem_dst, const TensorMap* desc, uint64_t* bar,

@@ -41,6 +41,13 @@ TL_DEVICE uint64_t make_smem_desc(const void* smem, int leading_byte_offset, int
   return desc;
 }
 
+/// make_smem_desc with the swizzle mode as a template argument (1: 128B, 2: 64B, 3: 32B, 0: none),
+/// the form generated code calls.
+template <int Mode>
+TL_DEVICE uint64_t wgmma_desc(const void* smem, int leading_byte_offset, int stride_byte_offset) {
+  return make_smem_desc(smem, leading_byte_offset, stride_byte_offset, static_cast<Swizzle>(Mode));
+}
+
 /// Advance a descriptor's start address by byte_offset (a multiple of 16), e.g. to step along K.
 TL_DEVICE uint64_t desc_add_offset(uint64_t desc, int byte_offset) {
   return desc + static_cast<uint64_t>(byte_offset >> 4);

@@ -1,0 +1,95 @@
+"""Lowering a ``T.copy`` that ``TmaPipeline`` marked for the copy engine (sm_90).
+
+One thread announces the tile's bytes on the stage's mbarrier and issues one bulk tensor load per
+block of the tile's shared layout; the copy engine fills out-of-bounds parts of a box with zeros,
+as ``T.copy`` promises::
+
+    T.copy(A[by * 128, k * 64], A_s[s])      if (tx == 0) {
+      (A_s: WgmmaShared, 128B swizzle)          tl::mbarrier_expect_tx(&k_full[s], 16384);
+                                                tl::tma_load(&A_s[s * 8192], A_tmap_0, &k_full[s], k * 64, by * 128);
+                                              }
+
+Each (global buffer, box, swizzle) gets a tensor map, a kernel parameter the launcher encodes with
+``cuTensorMapEncodeTiled`` (``tma_host``); they are listed in ``Kernel.annotations["tma_maps"]``.
+A tile whose layout no swizzle mode reproduces is copied by all threads with ordinary loads (the
+loop's barrier orders it like the others).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Builtin, BufferLoad, Var
+from tegula.ir.stmt import Copy, Evaluate, IfThenElse, Stmt, seq
+from tegula.layout.shared import RowMajor, Swizzled
+from tegula.layout.wgmma import WgmmaShared
+from tegula.backends.cuda.passes.lowering_context import Ctx, addr, call, region_index
+
+# the copy engine's swizzle modes (CUtensorMapSwizzle) by swizzle width in bytes
+TMA_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+
+
+@dataclass(frozen=True, eq=False)
+class TmaMap:
+    """One tensor map: ``buffer`` (a kernel parameter) seen in boxes of ``box`` elements
+    (innermost dimension first) with swizzle mode ``swizzle``; ``var`` names it in the kernel."""
+
+    var: Var
+    buffer: Buffer
+    box: tuple[int, ...]
+    swizzle: int
+
+    def __repr__(self) -> str:
+        return f"TmaMap({self.buffer.name}, box={self.box}, swizzle={self.swizzle})"
+
+
+def _block_width(lay: Any, cols: int, eb: int) -> Optional[tuple[int, int]]:
+    """(elements per box row, swizzle bytes) that reproduce the shared layout, or None."""
+    if isinstance(lay, WgmmaShared):
+        return lay.W, lay.swizzle_bytes
+    if isinstance(lay, RowMajor):
+        return (cols, 0) if cols <= 256 else None
+    if isinstance(lay, Swizzled) and lay.cpr in (2, 4, 8):
+        return cols, lay.cpr * 16
+    return None
+
+
+def _map(ctx: Ctx, buf: Buffer, box: tuple, swizzle: int) -> Var:
+    for m in ctx.tma_maps:
+        if m.buffer is buf and m.box == box and m.swizzle == swizzle:
+            return m.var
+    m = TmaMap(Var(f"{buf.name}_tmap_{len(ctx.tma_maps)}", dt.uint64), buf, box, swizzle)
+    ctx.tma_maps.append(m)
+    return m.var
+
+
+def lower_tma_copy(ctx: Ctx, c: Copy, plain: Any) -> Stmt:
+    """The copy engine's loads for ``c``; ``plain(copy)`` lowers a copy the ordinary way."""
+    bars, stage = c.annotations["tma_bar"], c.annotations["tma_stage"]
+    src, dst = c.src, c.dst
+    flat, lay = ctx.shared(dst.buffer)
+    rows, cols = (int(d) for d in dst.buffer.shape[-2:])
+    eb = src.buffer.dtype.itemsize
+    got = _block_width(lay, cols, eb)
+    if got is None:
+        rest = {k: v for k, v in c.annotations.items() if k not in ("tma_bar", "tma_stage")}
+        return plain(Copy(src, dst, rest, span=c.span))
+    W, sw = got
+    if sw:  # the copy engine swizzles by address bits: the tile starts at the pattern's repeat
+        ctx.smem_align[flat] = max(ctx.smem_align.get(flat, 0), 1024)
+    nd = src.buffer.ndim
+    starts = list(src.starts)
+    box = [1 if (isinstance(e, int) and e == 1) else int(e) for e in src.extents]
+    box[-1] = W
+    tmap = _map(ctx, src.buffer, tuple(reversed(box)), TMA_SWIZZLE[sw])
+    bar = Builtin("address_of", (ctx.load(bars, (stage,)),), dt.int64, (("ctype", "uint64_t"),))
+    stmts: list[Stmt] = [Evaluate(call("tl::mbarrier_expect_tx", bar, rows * cols * eb))]
+    for b in range(cols // W):
+        coords = starts[:-1] + [starts[-1] + b * W]
+        d = addr(BufferLoad(flat, (lay.offset(region_index(dst, (0, b * W))),)))
+        stmts.append(Evaluate(call("tl::tma_load", d, tmap, bar, *reversed(coords))))
+    assert nd == len(coords)
+    return IfThenElse(E.compare("eq", ctx.tid, 0), seq(*stmts))

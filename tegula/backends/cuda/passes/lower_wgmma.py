@@ -1,0 +1,200 @@
+"""Lowering ``T.gemm`` to Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a).
+
+Taken for fp16/bf16 gemms (and fp8 e4m3/e5m2 ones with A and B K-major, ``k32``) into a float32
+fragment when the kernel was marked for wgmma (the
+``UseWgmma`` pass, sm_90a only) and :func:`wgmma_ok` holds: whole warpgroups, 64 rows of C per
+instruction, B (and A, unless A is a fragment) a whole shared tile. The accumulator gets
+:class:`~tegula.layout.wgmma.WgmmaLayout` and the shared operands
+:class:`~tegula.layout.wgmma.WgmmaShared`, whose blocks the descriptors walk:
+
+- K-major operand (A, or B given as ``[N, K]`` with ``transpose_B``): the start address steps
+  16 elements along K inside a swizzle block, the stride byte offset is 8 rows of the block;
+- MN-major operand (B as ``[K, N]``, A as ``[K, M]`` with ``transpose_A``): the start steps 16
+  rows, the leading byte offset is the distance between blocks of the contiguous dimension.
+
+Per gemm, in every thread of the block (each warpgroup computes its own rows)::
+
+    T.gemm(A_s, B_s, C)        tl::fence_proxy_async();     // cp.async / stores -> async proxy
+                               tl::wgmma_fence();
+                               tl::wgmma_ss<N, half_t, tA, tB>(&C[0], desc(A_s, kk=0), desc(B_s, 0));
+                               ...                           // MI x N-chunks x K/16 instructions
+                               tl::wgmma_commit_group(); tl::wgmma_wait_group<0>();
+                               tl::wgmma_fence_operands<R>(C);
+
+An A operand that is a fragment is used from registers (``wgmma_rs``): straight from its own
+registers when it is in the accumulator layout of the same warpgroups (the m16n8k16 A fragment of
+16 columns is the accumulator of two 8-column slices), else gathered from its shared copy.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.expr import BufferLoad
+from tegula.ir.stmt import BufferStore, Evaluate, Gemm, Stmt, seq
+from tegula.layout.wgmma import SWIZZLE_MODE, WgmmaLayout, WgmmaShared
+from tegula.backends.cuda.passes.lowering_context import Ctx, addr, call, region_index, sync, whole
+
+WGMMA_INPUTS = ("float16", "bfloat16")
+WGMMA_FP8 = ("float8_e4m3", "float8_e5m2")  # k32, A and B both K-major in shared memory
+# the N of one instruction, as wgmma.h instantiates them
+WGMMA_N = (256, 192, 128, 96, 64, 48, 32, 24, 16, 8)
+# shared operand tiles of swizzled layouts start at the swizzle's repeat (1024 B covers all modes)
+WGMMA_SMEM_ALIGN = 1024
+
+
+def _whole_tile(r: BufferRegion) -> bool:
+    """The region is one whole 2-d tile of its buffer (leading dims, e.g. stages, indexed)."""
+    from tegula.arith.simplify import const_int
+
+    *lead, rr, cr = r.ranges
+    if any(not (isinstance(e, int) and e == 1) for _, e in lead):
+        return False
+    return all(const_int(s) == 0 and e == d for (s, e), d in zip((rr, cr), r.buffer.shape[-2:]))
+
+
+def _static_shape(b: Buffer) -> Optional[tuple[int, ...]]:
+    if not all(isinstance(d, int) for d in b.shape):
+        return None
+    return tuple(int(d) for d in b.shape)
+
+
+def _n_chunk(N: int, b_shared: WgmmaShared, mn_major: bool) -> Optional[int]:
+    for n in WGMMA_N:
+        if N % n == 0 and (not mn_major or n % b_shared.W == 0):
+            return n
+    return None
+
+
+def wgmma_ok(g: Gemm, threads: int, pinned: frozenset = frozenset()) -> bool:
+    """True when ``g`` can run on wgmma in a block of ``threads`` threads (``pinned``: shared
+    buffers whose layout the user fixed, which a descriptor cannot follow)."""
+    a, b, c = g.A.buffer, g.B.buffer, g.C.buffer
+    fp8 = a.dtype.name in WGMMA_FP8 and b.dtype.name in WGMMA_FP8
+    if not fp8 and (a.dtype.name not in WGMMA_INPUTS or b.dtype != a.dtype) or c.dtype != dt.float32:
+        return False
+    if fp8 and (g.transpose_A or not g.transpose_B or not a.is_shared):
+        return False
+    if c.scope != "local.fragment" or not whole(g.C) or len(g.C.tile_shape()) != 2:
+        return False
+    M, N = (int(x) for x in g.C.tile_shape())
+    if WgmmaLayout.choose(M, N, threads) is None:
+        return False
+    K = g.A.tile_shape()[0 if g.transpose_A else 1]
+    if not isinstance(K, int) or K % (32 if fp8 else 16):
+        return False
+    for r in (g.A, g.B):
+        buf = r.buffer
+        if buf.scope == "local.fragment" and r is g.A and not g.transpose_A and whole(r):
+            continue
+        shape = _static_shape(buf)
+        if not buf.is_shared or shape is None or buf in pinned or not _whole_tile(r):
+            return False
+        if not WgmmaShared.suits(shape, buf.dtype.itemsize):
+            return False
+    bs = WgmmaShared(_static_shape(b), b.dtype.itemsize)  # type: ignore[arg-type]
+    return _n_chunk(N, bs, not g.transpose_B) is not None
+
+
+def wgmma_shared_layouts(gemms: Any) -> dict:
+    """The shared layout of every shared operand of the wgmma gemms ``gemms``."""
+    out: dict = {}
+    for g in gemms:
+        for r in (g.A, g.B):
+            if r.buffer.is_shared:
+                out[r.buffer] = WgmmaShared(_static_shape(r.buffer), r.buffer.dtype.itemsize)  # type: ignore[arg-type]
+    return out
+
+
+def _desc(ctx: Ctx, r: BufferRegion, tile_idx: tuple, mn_major: bool) -> E.Expr:
+    """The matrix descriptor of the operand tile starting at ``tile_idx`` of region ``r``."""
+    flat, lay = ctx.shared(r.buffer)
+    assert isinstance(lay, WgmmaShared), lay
+    start = addr(BufferLoad(flat, (lay.offset(region_index(r, tile_idx)),)))
+    sbo = 8 * lay.swizzle_bytes
+    lbo = lay.block_bytes() if mn_major else 16
+    return call("tl::wgmma_desc", start, lbo, sbo, ret=dt.uint64,
+                template=(SWIZZLE_MODE[lay.swizzle_bytes],))
+
+
+def lower_wgmma(ctx: Ctx, g: Gemm, lay: WgmmaLayout) -> Stmt:
+    a_buf, b_buf = g.A.buffer, g.B.buffer
+    elt = a_buf.dtype
+    fp8 = elt.bits == 8
+    ks = 32 if fp8 else 16  # K of one instruction
+    K = int(g.A.tile_shape()[0 if g.transpose_A else 1])
+    N = lay.N
+    t = ctx.tid
+    row0 = (t // 128) * (lay.M // lay.wgm)  # first row of this thread's warpgroup
+    c_reg = ctx.reg(g.C.buffer)
+    b_mn = not g.transpose_B
+    b_lay = ctx.shared(b_buf)[1]
+    nc = _n_chunk(N, b_lay, b_mn)
+    assert nc is not None
+    pre: list[Stmt] = []
+    body: list[Stmt] = []
+    a_regs = a_buf.scope == "local.fragment"
+    al = ctx.layout(a_buf) if a_regs else None
+    own = (isinstance(al, WgmmaLayout) and al.M == lay.M and al.wm == lay.wm and al.N == K
+           and a_buf.dtype.bits == 16)
+    gathered: Optional[Buffer] = None
+    if a_regs and not own:
+        # gather A's m16n8k16 fragments from its shared copy, one set per instruction
+        pre += [ctx.stage_out(a_buf), sync()]
+        gathered = Buffer(ctx.fresh("A_frag"), (lay.MI * (K // 16) * 8,), elt, "local")
+        ctx.allocs.append(gathered)
+        lane, w4 = t % 32, (t // 32) % 4
+        g_, q = lane // 4, lane % 4
+        for mi in range(lay.MI):
+            for kk in range(K // 16):
+                for e in range(8):
+                    m = row0 + mi * 64 + w4 * 16 + g_ + 8 * ((e // 2) % 2)
+                    k = kk * 16 + 2 * q + e % 2 + 8 * (e // 4)
+                    pre.append(BufferStore(gathered, (E.const((mi * (K // 16) + kk) * 8 + e),),
+                                           ctx.load(a_buf, region_index(g.A, (m, k)), staged=True)))
+    if not a_regs or b_buf.is_shared:
+        body.append(Evaluate(call("tl::fence_proxy_async")))
+    if g.clear_accum:
+        body.append(ctx.unroll("k", lay.local_size,
+                               lambda k: BufferStore(c_reg, (k,), E.cast(c_reg.dtype, 0))))
+    body.append(Evaluate(call("tl::wgmma_fence")))
+    for mi in range(lay.MI):
+        for n0 in range(0, N, nc):
+            cptr = addr(BufferLoad(c_reg, (E.const(mi * lay.NI * 4 + n0 // 2),)))
+            for kk in range(K // ks):
+                b_idx = (n0, kk * ks) if g.transpose_B else (kk * ks, n0)
+                db = _desc(ctx, g.B, b_idx, b_mn)
+                if not a_regs:
+                    a_idx = (kk * ks, row0 + mi * 64) if g.transpose_A else (row0 + mi * 64, kk * ks)
+                    da = _desc(ctx, g.A, a_idx, g.transpose_A)
+                    if fp8:
+                        body.append(Evaluate(call("tl::wgmma_ss_fp8", cptr, da, db,
+                                                  template=(nc, elt, b_buf.dtype))))
+                    else:
+                        body.append(Evaluate(call("tl::wgmma_ss", cptr, da, db,
+                                                  template=(nc, elt, g.transpose_A, b_mn))))
+                    continue
+                if own:
+                    src = BufferLoad(ctx.reg(a_buf), (E.const(mi * al.NI * 4 + kk * 8),))  # type: ignore[union-attr]
+                else:
+                    src = BufferLoad(gathered, (E.const((mi * (K // 16) + kk) * 8),))  # type: ignore[arg-type]
+                body.append(Evaluate(call("tl::wgmma_rs", cptr, addr(src, "unsigned"), db,
+                                          template=(nc, elt, b_mn))))
+    body += [Evaluate(call("tl::wgmma_commit_group")),
+             Evaluate(call("tl::wgmma_wait_group", template=(max(0, g.wg_wait),))),
+             Evaluate(call("tl::wgmma_fence_operands", addr(BufferLoad(c_reg, (E.const(0),))),
+                           template=(lay.local_size,)))]
+    return seq(*pre, *body)
+
+
+def lower_wgmma_drain(ctx: Ctx, accumulators: tuple) -> Stmt:
+    """After a loop that left wgmma groups in flight: wait for them all, then pin the registers
+    of the accumulators (``wgmma_drain``, placed by ``TmaPipeline``)."""
+    out: list[Stmt] = [Evaluate(call("tl::wgmma_wait_group", template=(0,)))]
+    for c in accumulators:
+        if isinstance(ctx.layout(c), WgmmaLayout):
+            out.append(Evaluate(call("tl::wgmma_fence_operands", addr(BufferLoad(ctx.reg(c), (E.const(0),))),
+                                     template=(ctx.layout(c).local_size,))))
+    return seq(*out)

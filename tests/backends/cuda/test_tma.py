@@ -1,0 +1,104 @@
+"""T.copy into pipelined shared tiles through TMA (sm_90a): the TmaPipeline pass, its lowering,
+tensor-map parameters; compile-only here, results on the GPU in test_wgmma.py's gpu tests."""
+import sys
+from pathlib import Path
+
+import pytest
+
+import tegula
+from tegula import config
+from tegula.backends.cuda.compiler import available_backends
+from tegula.backends.cuda.pipeline import lower
+from tegula.ir.visitor import post_order_visit
+from tegula.passconfig import PassConfigKey
+from tegula.target import Target
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_wgmma import _ex, _gemm  # noqa: E402
+
+needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
+
+
+def _kernel(func, pass_configs=None):
+    low = lower(func, Target("cuda", "sm_90a"), pass_configs or {})
+    found = []
+    post_order_visit(low.body, lambda n: found.append(n) if type(n).__name__ == "Kernel" else None)
+    return found[0]
+
+
+def test_pipelined_gemm_loads_through_tma_with_swizzled_boxes():
+    k = _kernel(_gemm(512, 512, 512, 128, 256, 64, 3, 256))
+    maps = {m.buffer.name: m for m in k.annotations["tma_maps"]}
+    # A_s (128 x 64 fp16) is one 128-byte-swizzled block; B_s (64 x 256) four blocks of 64 columns
+    assert maps["A"].box == (64, 128) and maps["A"].swizzle == 3
+    assert maps["B"].box == (64, 64) and maps["B"].swizzle == 3
+    offs = {b.name: o for b, o in k.annotations["smem_offsets"].items()}
+    assert offs["A_s"] % 1024 == 0 and offs["B_s"] % 1024 == 0 and "k_full" in offs
+
+
+def test_tma_is_off_with_the_pass_config_and_on_sm80():
+    f = _gemm(512, 512, 512, 128, 128, 32, 3, 128)
+    assert "tma_maps" not in _kernel(f, {PassConfigKey.TL_DISABLE_TMA_LOWER: True}).annotations
+    low = lower(f, Target("cuda", "sm_80"), {})
+    assert "tma_maps" not in low.script() and "mbarrier" not in low.script()
+
+
+def test_copies_tma_cannot_do_keep_cp_async():
+    """K = 70 halves: rows of 140 bytes, not a multiple of 16 -> cp.async as before."""
+    k = _kernel(_gemm(256, 256, 70, 128, 128, 32, 3, 128))
+    assert "tma_maps" not in k.annotations
+
+
+@needs_compiler
+@pytest.mark.parametrize("cfg", [(128, 256, 64, 3, 256, "float16"), (64, 128, 32, 4, 128, "bfloat16")])
+def test_tma_gemm_compiles_with_tensor_map_parameters(cfg, tmp_path):
+    bm, bn, bk, st, th, dtype = cfg
+    with config.override(cache_dir=str(tmp_path)):
+        k = tegula.compile(_gemm(1024, 1024, 1024, bm, bn, bk, st, th, dtype), out_idx=[-1], target="cuda:sm_90a")
+        src = k.get_kernel_source()
+        assert "__grid_constant__ tl::TensorMap" in src and "tl::tma_load(" in src
+        assert "mbarrier_wait" in src and "cp_async" not in src
+        kinds = [p.kind for p in k.artifact.module.params]
+        assert kinds.count("tmap") == 2 and kinds[:3] == ["buffer"] * 3
+        assert k.artifact.cubin
+
+
+@needs_compiler
+def test_flash_attention_loads_kv_through_tma(tmp_path):
+    fa = _ex("flash_attention")
+    with config.override(cache_dir=str(tmp_path)):
+        k = tegula.compile(fa.flash_attention(1, 2, 256, 64, True, 1, 128, 64, 2, 128), out_idx=[-1],
+                           target="cuda:sm_90a")
+        src = k.get_kernel_source()
+        assert src.count("__grid_constant__ tl::TensorMap") == 2 and "tl::wgmma_rs<" in src
+
+
+@needs_compiler
+def test_wgmma_overlap_keeps_one_k_tile_in_flight(tmp_path):
+    """tegula.wgmma_overlap: wait_group 1 in the loop, loads S - 2 ahead, a drain after the loop."""
+    f = _gemm(1024, 1024, 1024, 128, 256, 64, 4, 256)
+    with config.override(cache_dir=str(tmp_path)):
+        src = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a",
+                             pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: True}).get_kernel_source()
+        loop = src[src.index("for (int k = 0"):]
+        assert "wgmma_wait_group<1>" in loop and "if (k + 2 < 16)" in loop
+        tail = loop[loop.index("wgmma_wait_group<1>"):]
+        assert "wgmma_wait_group<0>" in tail  # drained after the loop, before the epilogue
+        off = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a",
+                             pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: False}).get_kernel_source()
+        assert "wgmma_wait_group<1>" not in off and "if (k + 3 < 16)" in off
+        # left to the pass: on for this 128x256 tile with 4 stages, off for 64x128 or 3 stages
+        auto = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
+        assert "wgmma_wait_group<1>" in auto
+        for small in (_gemm(1024, 1024, 1024, 64, 128, 64, 4, 128), _gemm(1024, 1024, 1024, 128, 256, 64, 3, 256)):
+            assert "wgmma_wait_group<1>" not in tegula.compile(small, out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
+
+
+@needs_compiler
+def test_wgmma_overlap_leaves_loops_that_read_the_accumulator(tmp_path):
+    fa = _ex("flash_attention")
+    with config.override(cache_dir=str(tmp_path)):
+        src = tegula.compile(fa.flash_attention(1, 2, 256, 64, False, 1, 128, 64, 3, 128), out_idx=[-1],
+                             target="cuda:sm_90a",
+                             pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: True}).get_kernel_source()
+        assert "wgmma_wait_group<1>" not in src and "tl::tma_load(" in src
