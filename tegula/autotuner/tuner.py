@@ -337,7 +337,8 @@ class AutoTuneFunction:
         ready = [c for c in cands if c.error is None]
         workers = self.max_workers or min(len(ready) or 1, os.cpu_count() or 4, 16)
         with cf.ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(JITKernel, c.func, jf.out_idx, jf.target, jf.pass_configs): c
+            futures = {pool.submit(JITKernel, c.func, jf.out_idx, jf.target, jf.pass_configs,
+                                   jf.pipeline): c
                        for c in ready}
             bar.done = len(cands) - len(ready)
             for fut in cf.as_completed(futures):

@@ -244,3 +244,21 @@ def test_autotune_compile_of_an_eager_function(monkeypatch, rng):
     a = rng.standard_normal(96).astype(np.float32)
     np.testing.assert_allclose(k(a), a.astype(np.float64) * 2.0, rtol=1e-6)
     np.testing.assert_allclose(f.compile(M=96, block=16)(a), a.astype(np.float64) * 2.0, rtol=1e-6)
+
+
+def test_candidates_build_with_the_jit_functions_pipeline(cache_dir, fake_timing):
+    from tegula.ir import expr as E
+    from tegula.ir.visitor import Mutator
+    from tegula.transform import Pass, pipeline_for
+
+    class Triple(Mutator):
+        def visit_Const(self, c):
+            return E.const(3.0, c.dtype) if c.dtype.is_float and c.value == 2.0 else c
+
+    p = pipeline_for("cpu").insert_after("input", Pass("Triple", lambda f: Triple().visit(f)))
+    f = tegula.autotune(configs=CONFIGS, ref_prog=lambda a: a * 3)(
+        tegula.jit(out_idx=[-1], target="cpu", pipeline=p)(scale_factory))
+    k = f(64, 32)
+    assert k.pipeline is p and all(r["error"] is None for r in k.autotune_results)
+    a = np.random.default_rng().standard_normal((64, 32)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(k(a)), a.astype(np.float64) * 3, rtol=1e-6)
