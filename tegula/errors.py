@@ -72,7 +72,8 @@ class ScopeError(TegulaError):
 
 
 class OutOfBoundsError(TegulaError, IndexError):
-    """An element access outside a buffer's bounds, found while running a kernel."""
+    """An element access outside a buffer's bounds: a constant index, found when the kernel is
+    built, or any index, found while running it."""
 
 
 class LayoutError(TegulaError):

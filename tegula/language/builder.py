@@ -13,6 +13,7 @@ from typing import Any, Iterator, Optional
 from tegula.errors import KernelSyntaxError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
+from tegula.ir.span import Span
 from tegula.ir.stmt import Stmt
 
 
@@ -41,6 +42,7 @@ class Builder:
         self.placeholders: list[Any] = []        # eager style: T.const symbols not yet bound
         self._name: Optional[str] = None
         self.param_names: set[str] = set()
+        self.macros: list[str] = []              # names of the macros being expanded, outermost first
 
     # -- statements -----------------------------------------------------------------------------
     def emit(self, stmt: Stmt) -> None:
@@ -100,8 +102,25 @@ def current(what: str = "this primitive") -> Builder:
     if not _builders:
         raise KernelSyntaxError(
             f"{what} can only be used inside a kernel function "
-            "(decorated with @T.prim_func, @tegula.jit or @T.macro)")
+            "(decorated with @T.prim_func, @tegula.jit or @T.macro)", caller_span())
     return _builders[-1]
+
+
+def caller_span() -> Optional[Span]:
+    """The user's line calling into tegula right now (the first frame outside tegula's own
+    modules), for errors raised where the frontend gives no span: outside any kernel, or in
+    parameter annotations, which Python evaluates when the ``def`` runs."""
+    import inspect
+
+    frame = inspect.currentframe()
+    while frame is not None and (frame.f_globals.get("__name__") or "").startswith("tegula."):
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_filename.startswith("<"):
+        return None
+    info = inspect.getframeinfo(frame, context=0)
+    pos = getattr(info, "positions", None)
+    col = pos.col_offset if pos is not None and pos.col_offset is not None else 0
+    return Span(frame.f_code.co_filename, info.lineno, col)
 
 
 def active() -> Optional[Builder]:

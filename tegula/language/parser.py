@@ -14,14 +14,15 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+import functools
 import inspect
 import operator
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tegula.errors import (KernelNameError, KernelSyntaxError, KernelTypeError, ScopeError,
-                           TegulaError)
+from tegula.errors import (DTypeError, KernelNameError, KernelSyntaxError, KernelTypeError,
+                           ScopeError, TegulaError)
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.span import Span, span_scope
@@ -58,6 +59,9 @@ class Source:
         tree = ast.parse(textwrap.dedent(text))
         fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
         src = cls(file, first, indent, fdef)  # type: ignore[arg-type]
+        if isinstance(fdef, ast.AsyncFunctionDef):
+            raise KernelSyntaxError(f"'{fdef.name}' is an `async def`; kernels and macros are plain functions",
+                                    src.span(fdef), hint="write `def` instead of `async def`")
         try:
             func.__tegula_source__ = src  # type: ignore[attr-defined]
         except AttributeError:
@@ -85,6 +89,14 @@ def function_scope(func: Callable) -> dict:
     return scope
 
 
+class _EndedLoopVar:
+    """What a kernel loop's variable names after the loop: using it is an error (in Python the
+    name would keep its last value; a kernel loop's variable has none outside the loop)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
 class _Return(Exception):
     def __init__(self, value: Any):
         self.value = value
@@ -102,6 +114,20 @@ _CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
     ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
 }
+
+
+def _no_fp8_arith(result: Any) -> Any:
+    """``result`` of an arithmetic operator, unless it computes in an 8-bit float (no target has
+    such arithmetic: values are converted to a wider float first)."""
+    if isinstance(result, E.Expr) and result.dtype.name.startswith("float8") \
+            and not isinstance(result, (E.BufferLoad, E.Const, E.Var, E.Cast)):
+        raise DTypeError(f"arithmetic on {result.dtype} values is not supported",
+                         hint="convert to a wider float first, e.g. T.Cast(\"float32\", x) * y")
+    return result
+
+
+def _arith(op: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    return _no_fp8_arith(op(a, b))
 
 
 def _is_ir(x: Any) -> bool:
@@ -192,7 +218,7 @@ class Parser:
         self.assign(node.target, value, node.value)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        op = _BINOPS[type(node.op)]
+        op = functools.partial(_arith, _BINOPS[type(node.op)])
         t = node.target
         if isinstance(t, ast.Name):
             old = self.lookup(t.id, t)
@@ -259,6 +285,13 @@ class Parser:
         if self.b.kernel is None:
             raise KernelSyntaxError(f"stores into '{buf.name}' can only happen inside `with T.Kernel(...)`")
         idx = semantic.index_list(buf, key)
+        if buf.is_local and not buf.is_var and self.b.in_parallel:
+            raise ScopeError(
+                f"local buffer '{buf.name}' is written inside T.Parallel; a T.alloc_local buffer is "
+                "private to each thread, so which iterations' values it holds would depend on how the "
+                "loop is split across threads",
+                hint="use T.alloc_var for a temporary of each iteration, or T.alloc_fragment for a "
+                     "tile the block shares")
         if buf.is_fragment and not self.b.in_parallel and buf.numel() != 1:
             raise ScopeError(
                 f"fragment '{buf.name}' is written element by element outside T.Parallel; a fragment "
@@ -352,11 +385,16 @@ class Parser:
             self.bound_depth[t.id] = len(self.b.loop_kinds) + 1  # type: ignore[attr-defined]
         with self.b.loop(it.kind), self.b.frame() as body:
             self.visit_body(node.body)
+        for t, v in zip(targets, vars_):
+            if self.locals.get(t.id) is v:  # type: ignore[attr-defined]
+                self.locals[t.id] = _EndedLoopVar(t.id)  # type: ignore[attr-defined]
         stmt = seq(body)
         for i in reversed(range(len(vars_))):
             start = E.as_expr(it.starts[i])
             stmt = For(vars_[i], start, it.extents[i], stmt, it.kind, it.step,
                        dict(it.annotations) if i == 0 else {})
+        if it.kind == "parallel" and not self.b.in_parallel:
+            semantic.check_lane_conflicts(stmt)
         self.b.emit(stmt)
 
     def visit_While(self, node: ast.While) -> None:
@@ -461,7 +499,13 @@ class Parser:
     # ------------------------------------------------------------------------------------------
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.locals:
-            return self.locals[name]
+            value = self.locals[name]
+            if isinstance(value, _EndedLoopVar):
+                raise KernelNameError(f"'{name}' is the variable of a loop that has ended; it has no "
+                                      "value here", self.src.span(node),
+                                      hint="use it inside its loop, or copy what you need into a "
+                                           "T.alloc_var inside the loop")
+            return value
         if name in self.globals:
             return self.globals[name]
         if hasattr(builtins, name):
@@ -520,12 +564,21 @@ class Parser:
         key = self.eval_index(node.slice)
         if isinstance(obj, Buffer):
             load = obj[key]
+            if isinstance(load, E.BufferLoad):
+                for i in load.indices:
+                    if not i.dtype.is_int:
+                        raise DTypeError(f"index into '{obj.name}' must be an integer, got {i.dtype}")
+                semantic.check_in_bounds(obj, load.indices)
             return load
         return obj[key]
 
     def eval_Slice(self, node: ast.Slice) -> slice:
         f = lambda n: None if n is None else self.eval(n)  # noqa: E731
-        return slice(f(node.lower), f(node.upper), f(node.step))
+        bounds = slice(f(node.lower), f(node.upper), f(node.step))
+        for b in (bounds.start, bounds.stop, bounds.step):
+            if isinstance(b, float) or (isinstance(b, E.Expr) and not b.dtype.is_int):
+                raise DTypeError(f"slice bounds must be integers, got {b!r}")
+        return bounds
 
     def eval_Tuple(self, node: ast.Tuple) -> tuple:
         return tuple(self._elts(node.elts))
@@ -544,14 +597,14 @@ class Parser:
 
     def eval_BinOp(self, node: ast.BinOp) -> Any:
         a, b = self.eval(node.left), self.eval(node.right)
-        return _BINOPS[type(node.op)](a, b)
+        return _arith(_BINOPS[type(node.op)], a, b)
 
     def eval_UnaryOp(self, node: ast.UnaryOp) -> Any:
         v = self.eval(node.operand)
         if isinstance(node.op, ast.Not):
             return E.unary("not", v) if _is_ir(v) else not v
         if isinstance(node.op, ast.USub):
-            return -v
+            return _no_fp8_arith(-v)
         if isinstance(node.op, ast.UAdd):
             return +v
         return ~v
@@ -608,6 +661,10 @@ class Parser:
                 kwargs[kw.arg] = self.eval(kw.value)
         if func in (min, max, abs, int, float, bool) and any(_is_ir(a) for a in args):
             return _py_builtin_over_ir(func.__name__, args)
+        if func is builtins.print and any(_is_ir(a) or isinstance(a, Buffer) for a in (*args, *kwargs.values())):
+            raise KernelTypeError("print() runs while the kernel is built, so it cannot show a value "
+                                  "only known when the kernel runs", hint="use T.print(x) to print it "
+                                  "from the kernel")
         if func is range and any(_is_ir(a) for a in args):
             return serial(*args)
         if func is len and args and isinstance(args[0], Buffer):

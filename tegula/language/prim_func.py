@@ -13,7 +13,7 @@ from tegula.ir.expr import Var
 from tegula.ir.span import span_scope
 from tegula.ir.stmt import PrimFunc, seq
 from tegula.language import semantic
-from tegula.language.builder import Builder, active, building
+from tegula.language.builder import Builder, active, building, caller_span
 from tegula.language.parser import Parser, Source, function_scope, run_body
 from tegula.language.proxy import TensorSpec, ptr_like
 
@@ -39,6 +39,8 @@ def _annotation(func: Callable, name: str, ann: Any, scope: dict) -> Any:
     if isinstance(ann, str):  # ``from __future__ import annotations``
         try:
             ann = eval(ann, scope)  # noqa: S307 - the user's own annotation
+        except TegulaError:
+            raise
         except Exception as e:
             raise KernelTypeError(f"cannot evaluate the annotation of parameter '{name}': {e}") from None
     return ann
@@ -64,8 +66,11 @@ def parse_prim_func(func: Callable, outer: Optional[dict] = None) -> PrimFunc:
         if p.annotation is inspect.Parameter.empty:
             raise KernelSyntaxError(f"parameter '{name}' of a @T.prim_func needs an annotation", span,
                                     hint=f"{name}: T.Tensor((M, N), \"float16\") or {name}: T.int32")
-        ann = _annotation(func, name, p.annotation, ann_scope)
         with span_scope(span):
+            try:
+                ann = _annotation(func, name, p.annotation, ann_scope)
+            except TegulaError as e:
+                raise e.with_span(span)
             if isinstance(ann, TensorSpec):
                 param: Any = Buffer(name, ann.shape, ann.dtype, "global")
             elif ptr_like(ann) is not None:
@@ -80,8 +85,9 @@ def parse_prim_func(func: Callable, outer: Optional[dict] = None) -> PrimFunc:
     with building(b):
         ret = run_body(parser, src.tree.body)
     if ret is not None:
+        ret_node = next((n for n in src.tree.body if isinstance(n, ast.Return)), src.tree)
         raise KernelSyntaxError("a @T.prim_func returns nothing; outputs are parameters it writes",
-                                src.span(src.tree))
+                                src.span(ret_node))
     return PrimFunc(func.__name__, tuple(params), seq(b.stack[0]), span=src.span(src.tree))
 
 
@@ -167,6 +173,9 @@ class _Undeclared:
         return self.__getattr__("__getitem__")
 
 
+MAX_MACRO_DEPTH = 24  # nested macro expansions; deeper is a macro that calls itself
+
+
 class Macro:
     """``@T.macro``: a helper whose body is inlined where it is called inside a kernel."""
 
@@ -179,7 +188,8 @@ class Macro:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         b = active()
         if b is None:
-            raise KernelSyntaxError(f"macro '{self.__name__}' can only be called inside a kernel")
+            raise KernelSyntaxError(f"macro '{self.__name__}' can only be called inside a kernel",
+                                    caller_span())
         sig = inspect.signature(self.func)
         try:
             ba = sig.bind(*args, **kwargs)
@@ -187,8 +197,22 @@ class Macro:
             raise KernelTypeError(f"macro '{self.__name__}': {e}") from None
         ba.apply_defaults()
         src = Source.of(self.func)
+        if len(b.macros) >= MAX_MACRO_DEPTH:
+            chain = " -> ".join(b.macros[:3] + ["..."] + b.macros[-2:] + [self.__name__])
+            raise KernelSyntaxError(f"macro expansion is more than {MAX_MACRO_DEPTH} levels deep "
+                                    f"({chain}): a macro that calls itself never stops expanding",
+                                    hint="a macro is inlined where it is called; write the repetition "
+                                         "as a loop (T.serial, or a Python loop over host values)")
         parser = Parser(b, src, function_scope(self.func), dict(ba.arguments), is_macro=True)
-        return run_body(parser, src.tree.body)
+        b.macros.append(self.__name__)
+        try:
+            return run_body(parser, src.tree.body)
+        except RecursionError:
+            raise KernelSyntaxError(f"macro '{self.__name__}' nests too deeply to expand",
+                                    hint="a macro is inlined where it is called; write the repetition "
+                                         "as a loop") from None
+        finally:
+            b.macros.pop()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         if obj is None:

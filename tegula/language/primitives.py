@@ -10,12 +10,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from tegula.errors import KernelTypeError, ScopeError
+from tegula.errors import DTypeError, KernelTypeError, ScopeError, ShapeError
 from tegula.ir import expr as E
 from tegula.ir.buffer import FRAGMENT, LOCAL, SHARED, SHARED_DYN, Buffer, BufferRegion
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
 from tegula.ir.tile_rules import TILE_RULES
 from tegula.language import semantic
+from tegula.language.semantic import shape_str
 from tegula.language.builder import current
 
 # the T.* names (``tegula.language`` exports exactly these)
@@ -62,6 +63,9 @@ def Kernel(*grid: Any, threads: Any = 128, prelude: Any = None, is_cpu: bool = F
         e = E.as_expr(x)
         if not e.dtype.is_int:
             raise KernelTypeError(f"T.Kernel: grid extents must be integers, got {e.dtype}")
+        if isinstance(e, E.Const) and int(e.value) <= 0:
+            raise KernelTypeError(f"T.Kernel: grid extents must be positive, got {int(e.value)}",
+                                  hint="a launch needs at least one block in every dimension")
         g.append(int(e.value) if isinstance(e, E.Const) else e)
     th = threads if isinstance(threads, (tuple, list)) else (threads,)
     if not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in th) or len(th) > 3:
@@ -122,18 +126,45 @@ def Parallel(*extents: Any, coalesced_width: Optional[int] = None, loop_layout: 
     if not extents:
         raise KernelTypeError("T.Parallel needs at least one extent")
     ex = tuple(_extent(x, "T.Parallel") for x in extents)
+    for x in ex:
+        if not isinstance(x, int):
+            raise ShapeError(f"T.Parallel: extents must be compile-time constants, but {x} is only "
+                             "known when the kernel runs",
+                             hint="use a constant tile extent and guard the tail with `if`, or T.serial(n)")
+        if x <= 0:  # one meaning on every target: an error, never a loop that runs on some of them
+            raise ShapeError(f"T.Parallel: extents must be positive, got {shape_str(ex)}",
+                             hint="a parallel loop is a tile of elements; give it at least one")
     ann = {"coalesced_width": coalesced_width} if coalesced_width else {}
     return LoopSpec("parallel", (0,) * len(ex), ex, 1, ann)
 
 
+def _int_list(x: Any, what: str) -> tuple:
+    if not isinstance(x, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in x):
+        raise KernelTypeError(f"T.Pipelined: {what} must be a list of Python ints, got {x!r}")
+    return tuple(x)
+
+
 def Pipelined(*args: Any, num_stages: int = 0, order: Optional[Sequence[int]] = None,
               stage: Optional[Sequence[int]] = None, sync: Any = None, group: Any = None) -> LoopSpec:
+    if current("T.Pipelined").in_parallel:
+        raise ScopeError("T.Pipelined cannot be used inside T.Parallel",
+                         hint="pipeline the outer loop; the body of a T.Parallel loop is per element")
+    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or num_stages < 0:
+        raise KernelTypeError(f"T.Pipelined: num_stages must be a non-negative Python int, got {num_stages!r}")
     start, n, step = _range("T.Pipelined", args)
-    ann: dict = {"num_stages": int(num_stages)}
+    ann: dict = {"num_stages": num_stages}
     if order is not None:
-        ann["order"] = tuple(order)
+        ann["order"] = _int_list(order, "order")
+        if sorted(ann["order"]) != list(range(len(ann["order"]))):
+            raise KernelTypeError(f"T.Pipelined: order must be a permutation of 0..{len(ann['order']) - 1}, "
+                                  f"got {list(order)}")
     if stage is not None:
-        ann["stage"] = tuple(stage)
+        ann["stage"] = _int_list(stage, "stage")
+        if any(v < 0 for v in ann["stage"]):
+            raise KernelTypeError(f"T.Pipelined: stage numbers must be non-negative, got {list(stage)}")
+    if order is not None and stage is not None and len(ann["order"]) != len(ann["stage"]):
+        raise KernelTypeError(f"T.Pipelined: order has {len(ann['order'])} entries and stage "
+                              f"{len(ann['stage'])}; give one of each per statement of the loop body")
     if group is not None:
         ann["group"] = tuple(tuple(g) for g in group)
     return LoopSpec("pipelined", (start,), (n,), step, ann)
@@ -224,6 +255,14 @@ def _emit_op(what: str, op: type, *operands: Any) -> None:
 
 def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma: bool = False,
          eviction_policy: Any = None, loop_layout: Any = None) -> None:
+    if coalesced_width is not None and (not isinstance(coalesced_width, int) or isinstance(coalesced_width, bool)
+                                        or coalesced_width <= 0):
+        extra = isinstance(coalesced_width, (Buffer, BufferRegion, E.BufferLoad))
+        raise KernelTypeError(
+            "T.copy takes one source and one destination" if extra else
+            f"T.copy: coalesced_width must be a positive Python int, got {coalesced_width!r}",
+            hint="the third argument of T.copy is coalesced_width; copy one pair of tiles per call"
+            if extra else None)
     _emit_op("T.copy", Copy, src, dst)
 
 
@@ -312,6 +351,8 @@ def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Non
     k = current("T.use_swizzle").require_kernel("T.use_swizzle")
     if order not in ("row", "col", "column"):
         raise KernelTypeError(f"T.use_swizzle: order must be 'row' or 'col', got {order!r}")
+    if not isinstance(panel_size, int) or isinstance(panel_size, bool) or panel_size <= 0:
+        raise KernelTypeError(f"T.use_swizzle: panel_size must be a positive Python int, got {panel_size!r}")
     if enable:
         k.annotations["swizzle"] = (int(panel_size), "col" if order == "column" else order)
 
@@ -320,9 +361,12 @@ def annotate_layout(layout_map: dict) -> None:
     k = current("T.annotate_layout").require_kernel("T.annotate_layout")
     if not isinstance(layout_map, dict):
         raise KernelTypeError("T.annotate_layout takes a dict {buffer: layout}")
-    for buf in layout_map:
+    for buf, lay in layout_map.items():
         if not isinstance(buf, Buffer):
             raise KernelTypeError(f"T.annotate_layout: keys must be buffers, got {buf!r}")
+        if not (type(lay).__module__ or "").startswith("tegula") and not callable(lay):
+            raise KernelTypeError(f"T.annotate_layout: the layout of '{buf.name}' must be a layout "
+                                  f"(T.Layout, T.Fragment, make_swizzled_layout(...)), got {lay!r}")
     k.annotations.setdefault("layout_map", {}).update(layout_map)
 
 
@@ -375,6 +419,11 @@ def truncmod(a: Any, b: Any) -> Any:
 
 def _intrinsic(name: str) -> Any:
     def f(*args: Any) -> E.Expr:
+        if args and not isinstance(args[0], float):
+            first = args[0].as_load() if isinstance(args[0], Buffer) else E.as_expr(args[0])
+            if not first.dtype.is_float:
+                raise DTypeError(f"T.{name} takes a floating-point value, got {first.dtype}",
+                                 hint=f"convert it first: T.{name}(T.Cast(\"float32\", x))")
         return E.call(name, *args)
 
     f.__name__ = name

@@ -4,12 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from tegula.errors import KernelTypeError, ShapeError
+from tegula.errors import KernelTypeError, ShapeError, TegulaError
 from tegula.ir import dtype as dt
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Const, Expr, Var
 from tegula.language import semantic
-from tegula.language.builder import current
+from tegula.language.builder import active, caller_span, current
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ def _shape(shape: Any, what: str) -> tuple:
             d = int(d.value)
         if not isinstance(d, (int, Expr, ConstSymbol)) or isinstance(d, bool):
             raise ShapeError(f"{what}: dimension {d!r} is neither an int nor a symbol")
+        if isinstance(d, int) and d < 0:
+            raise ShapeError(f"{what}: dimensions cannot be negative, got {tuple(shape)}")
         out.append(d)
     return tuple(out)
 
@@ -42,12 +44,16 @@ class _TensorType:
     """``T.Tensor((M, K), dtype)`` and ``T.Tensor[(M, K), dtype]``."""
 
     def __call__(self, shape: Any, dtype: Any = "float32", **_: Any) -> TensorSpec:
-        return TensorSpec(_shape(shape, "T.Tensor"), semantic.check_dtype(dtype, "T.Tensor"))
+        try:
+            return TensorSpec(_shape(shape, "T.Tensor"), semantic.check_dtype(dtype, "T.Tensor"))
+        except TegulaError as e:
+            raise (e if active() is not None else e.with_span(caller_span())) from None
 
     def __getitem__(self, key: Any) -> TensorSpec:
         if isinstance(key, tuple) and len(key) == 2:
             return self(*key)
-        raise KernelTypeError("T.Tensor[...] takes (shape, dtype)")
+        raise KernelTypeError("T.Tensor[...] takes (shape, dtype)",
+                              None if active() is not None else caller_span())
 
 
 Tensor = _TensorType()
@@ -57,7 +63,7 @@ Buffer_ = Tensor
 def dynamic(name: str, dtype: Any = "int32") -> Var:
     """A symbolic dimension bound from argument shapes at call time."""
     if not isinstance(name, str) or not name.isidentifier():
-        raise KernelTypeError(f"T.dynamic: name must be an identifier string, got {name!r}")
+        raise KernelTypeError(f"T.dynamic: name must be an identifier string, got {name!r}", caller_span())
     return Var(name, semantic.check_dtype(dtype, "T.dynamic"))
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Optional, Union
 
 from tegula.arith.simplify import simplify
-from tegula.errors import DTypeError, KernelTypeError, ScopeError, ShapeError
+from tegula.errors import (DTypeError, KernelTypeError, OutOfBoundsError, RaceError, ScopeError,
+                           ShapeError)
 from tegula.ir import dtype as dt
 from tegula.ir.buffer import FRAGMENT, LOCAL, SHARED, Buffer, BufferRegion, Dim
 from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
@@ -200,9 +201,21 @@ def fill(dst: Any, value: Any) -> Fill:
     return Fill(d, as_expr(value, like=d.dtype))
 
 
+# dtypes a GPU can update atomically (the device headers have one overload each)
+ATOMIC_DTYPES = ("int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64")
+
+
+def _atomic_dtype(what: str, d: Any) -> None:
+    if d.name not in ATOMIC_DTYPES:
+        raise DTypeError(f"{what}: the destination is {d}, which cannot be updated atomically",
+                         hint=f"atomics take {', '.join(ATOMIC_DTYPES)}")
+
+
 @tile_rule(Atomic, "check")
 def atomic(kind: str, dst: Any, value: Any) -> Atomic:
     what = f"T.atomic_{kind}"
+    if isinstance(dst, (Buffer, BufferRegion, BufferLoad)):
+        _atomic_dtype(what, dst.dtype)
     if isinstance(value, (Buffer, BufferRegion)):
         v = to_region(value, f"{what} value")
         d = to_region(dst, f"{what} destination", like=v)
@@ -266,7 +279,54 @@ def index_list(buf: Buffer, key: Any) -> tuple[Expr, ...]:
         if not (e.dtype.is_int):
             raise DTypeError(f"index into '{buf.name}' must be an integer, got {e.dtype}")
         out.append(e)
+    check_in_bounds(buf, out)
     return tuple(out)
+
+
+def check_in_bounds(buf: Buffer, indices: Any) -> None:
+    """OutOfBoundsError for an index that is a constant outside its (constant) dimension: found
+    when the kernel is built, the same on every target."""
+    for k, (i, dim) in enumerate(zip(indices, buf.shape)):
+        if not isinstance(dim, int) or buf.scope == "local.var":
+            continue
+        v = simplify(i) if isinstance(i, Expr) else i
+        v = v.value if isinstance(v, Const) else v
+        if isinstance(v, int) and not 0 <= v < dim:
+            raise OutOfBoundsError(f"index {v} is out of bounds for dimension {k} of '{buf.name}', "
+                                   f"which has size {dim}", hint=f"valid indices are 0 to {dim - 1}")
+
+
+_SHARED_OR_GLOBAL = ("global", "shared", "shared.dyn")
+
+
+def check_lane_conflicts(nest: Any) -> None:
+    """RaceError when a T.Parallel nest reads a global or shared buffer it also writes at another
+    index: one lane would read an element another lane writes, and on a GPU nothing orders the two
+    (the interpreter's answer and the GPU's would differ)."""
+    from tegula.ir.stmt import BufferStore
+    from tegula.ir.structural import structural_equal
+    from tegula.ir.visitor import post_order_visit
+
+    stores: list = []
+    loads: list = []
+
+    def visit(n: Any) -> None:
+        if isinstance(n, BufferStore) and n.buffer.scope in _SHARED_OR_GLOBAL:
+            stores.append(n)
+        elif isinstance(n, BufferLoad) and n.buffer.scope in _SHARED_OR_GLOBAL:
+            loads.append(n)
+
+    post_order_visit(nest, visit)
+    for st in stores:
+        want = [simplify(i) for i in st.indices]
+        for ld in loads:
+            if ld.buffer is st.buffer and not all(
+                    structural_equal(a, simplify(b), map_free_vars=False) for a, b in zip(want, ld.indices)):
+                raise RaceError(
+                    f"this T.Parallel loop writes '{st.buffer.name}' and reads it at another index; "
+                    "one iteration would read what another one writes, in no defined order",
+                    getattr(ld, "span", None) or st.span,
+                    hint="read from one buffer and write another (or copy it to a fragment first)")
 
 
 def check_dtype(x: Any, what: str) -> dt.DType:

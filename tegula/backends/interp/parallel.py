@@ -142,14 +142,16 @@ def _check_lanes(node: Any, ix: list, shape: tuple, mask: Any) -> list:
             bad = (v < 0) | (v >= n)
             if mask is not None:
                 bad = bad & mask
-            if bad.any():
-                where = np.argwhere(bad)[0]
-                full = [np.broadcast_to(x, bad.shape)[tuple(where)] for x in ix]
+            if bad.any():  # name the first bad lane: all indices broadcast to the nest's shape
+                lanes = np.broadcast_shapes(bad.shape, *(np.shape(x) for x in ix))
+                where = tuple(np.argwhere(np.broadcast_to(bad, lanes))[0])
+                full = [np.broadcast_to(x, lanes)[where] for x in ix]
                 raise out_of_bounds(node, node.buffer, full, shape)
             out[k] = np.clip(v, 0, n - 1)
         elif not 0 <= v < n:
-            if mask is None or np.any(mask):
-                raise out_of_bounds(node, node.buffer, ix, shape)
+            if mask is None or np.any(mask):  # the same index on every lane: name the first lane's
+                first = [np.ravel(x)[0] if isinstance(x, np.ndarray) else x for x in ix]
+                raise out_of_bounds(node, node.buffer, first, shape)
             out[k] = 0
     return out
 

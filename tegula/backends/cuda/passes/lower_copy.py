@@ -149,12 +149,15 @@ def _flat_copy(ctx: Ctx, c: Copy, staged_src: bool = False, staged_dst: bool = F
         n *= e
     v = 1 if (staged_src or staged_dst) else _vector_width(ctx, c, tile)
     chunks = n // v
-    T = ctx.threads
+    # a local buffer is private to each thread: every thread fills the whole of its own copy
+    private = d.buffer.scope in ("local", "local.var")
+    T = 1 if private else ctx.threads
+    tid = E.const(0) if private else ctx.tid
     per = -(-chunks // T)
     use_async = bool(c.annotations.get("async")) and s.buffer.is_global and d.buffer.is_shared
 
     def one(i: Any) -> Stmt:
-        ch = i * T + ctx.tid
+        ch = i * T + tid
         idx = unflatten(ch * v, tile) if len(tile) > 1 or tile != (1,) else (E.const(0),)
         if s.tile_shape() == ():
             idx = ()

@@ -151,16 +151,19 @@ def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
     n_out = 1
     for e in out_ext:
         n_out *= e
-    per = -(-n_out // ctx.threads)
+    # a local destination is private to each thread: every thread computes all of it
+    threads = 1 if d.buffer.scope in ("local", "local.var") else ctx.threads
+    tid = E.const(0) if threads == 1 else ctx.tid
+    per = -(-n_out // threads)
     from tegula.layout.fragment import unflatten
 
     def share(i: Any) -> Stmt:
-        o = i * ctx.threads + ctx.tid
+        o = i * threads + tid
         oidx = unflatten(o, out_ext) if out_ext else ()
         didx = _out_to_dst(d, oidx)
         st = compute(oidx, lambda v: ctx.store(d.buffer, didx, v, staged=staged),
                      lambda: ctx.load(d.buffer, didx, staged=staged))
-        return IfThenElse(E.compare("lt", o, n_out), st) if n_out % ctx.threads else st
+        return IfThenElse(E.compare("lt", o, n_out), st) if n_out % threads else st
 
     return ctx.staged(ctx.unroll("i", per, share), reads=reads + writes, writes=writes)
 
