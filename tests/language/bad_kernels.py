@@ -226,7 +226,7 @@ _STATEMENTS = [
     ("T.Cast to an unknown dtype", "v[0] = T.Cast(\"int31\", x)", E.DTypeError),
     ("T.max of a buffer", "v[0] = T.max(a_s, 1)", E.KernelTypeError),
     ("T.infinity of a bad dtype", "x2 = T.infinity(\"float99\")", E.DTypeError),
-    ("comparison with is", "if x is 1.0:  # <-\n    v[0] = 1", E.KernelTypeError),
+    ("comparison with is", "if x is None:  # <-\n    v[0] = 1", E.KernelTypeError),
     ("comparison with in", "if x in (1.0, 2.0):  # <-\n    v[0] = 1", E.KernelTypeError),
     # -- Python calls on runtime values
     ("print of a runtime value", "print(x)", E.KernelTypeError),
