@@ -113,3 +113,73 @@ def test_a_bad_tegula_target_is_an_error_naming_it():
             tilelang.compile(axpby, out_idx=[-1])
         k = tilelang.compile(axpby, out_idx=[-1], target="cpu")  # explicit targets still work
         assert k.target == Target("cpu")
+
+
+n_dyn = T.dynamic("n")
+
+
+@T.prim_func
+def mixed(X: T.Tensor((n_dyn, 8), "float16"), Y: T.Tensor((n_dyn, 8), "float16"), k: T.int8, s: T.float32,
+          Z: T.Tensor((n_dyn, 8), "float32")):
+    with T.Kernel(T.ceildiv(n_dyn, 4), threads=32) as bx:
+        for i, j in T.Parallel(4, 8):
+            if bx * 4 + i < n_dyn:
+                Z[bx * 4 + i, j] = T.Cast("float32", X[bx * 4 + i, j] + Y[bx * 4 + i, j]) * s + k
+
+
+def _h(shape, dtype=np.float16):
+    return np.random.default_rng().standard_normal(shape).astype(dtype)
+
+
+# (what is wrong, the call, the parameter the error must name)
+BAD_CALLS = [
+    ("too few arguments", lambda k: k(_h((8, 8)), _h((8, 8)), 1), "'s'"),
+    ("too many arguments", lambda k: k(_h((8, 8)), _h((8, 8)), 1, 1.0, _h((8, 8))), "s"),
+    ("no arguments", lambda k: k(), "'X'"),
+    ("wrong dtype", lambda k: k(_h((8, 8), np.float32), _h((8, 8)), 1, 1.0), "'X'"),
+    ("wrong dtype second", lambda k: k(_h((8, 8)), _h((8, 8), np.int32), 1, 1.0), "'Y'"),
+    ("wrong rank", lambda k: k(_h((8,)), _h((8, 8)), 1, 1.0), "'X'"),
+    ("rank 3", lambda k: k(_h((8, 8, 1)), _h((8, 8)), 1, 1.0), "'X'"),
+    ("wrong static dim", lambda k: k(_h((8, 4)), _h((8, 4)), 1, 1.0), "'X'"),
+    ("dynamic dims disagree", lambda k: k(_h((8, 8)), _h((6, 8)), 1, 1.0), "'Y'"),
+    ("not contiguous", lambda k: k(_h((8, 16))[:, ::2], _h((8, 8)), 1, 1.0), "'X'"),
+    ("a list for a tensor", lambda k: k([[0.0] * 8] * 8, _h((8, 8)), 1, 1.0), "'X'"),
+    ("None for a tensor", lambda k: k(None, _h((8, 8)), 1, 1.0), "'X'"),
+    ("a number for a tensor", lambda k: k(3.0, _h((8, 8)), 1, 1.0), "'X'"),
+    ("a tensor for a scalar", lambda k: k(_h((8, 8)), _h((8, 8)), _h((8, 8)), 1.0), "'k'"),
+    ("a float for an int scalar", lambda k: k(_h((8, 8)), _h((8, 8)), 1.5, 1.0), "'k'"),
+    ("an int that does not fit", lambda k: k(_h((8, 8)), _h((8, 8)), 300, 1.0), "'k'"),
+    ("a string for a scalar", lambda k: k(_h((8, 8)), _h((8, 8)), 1, "1.0"), "'s'"),
+    ("None for a scalar", lambda k: k(_h((8, 8)), _h((8, 8)), 1, None), "'s'"),
+    ("a bool for an int", lambda k: k(_h((8, 8)), _h((8, 8)), True, 1.0), "'k'"),
+    ("an unsupported dtype", lambda k: k(np.zeros((8, 8), np.complex64), _h((8, 8)), 1, 1.0), "'X'"),
+    ("an output by keyword", lambda k: k(_h((8, 8)), _h((8, 8)), 1, 1.0, Z=_h((8, 8))), "'Z'"),
+    ("an unknown keyword", lambda k: k(_h((8, 8)), _h((8, 8)), 1, 1.0, W=1), "'W'"),
+    ("a keyword given twice", lambda k: k(_h((8, 8)), _h((8, 8)), 1, 1.0, s=2.0), "'s'"),
+    ("a keyword in the wrong case", lambda k: k(x=_h((8, 8)), Y=_h((8, 8)), k=1, s=1.0), "'x'"),
+    ("a missing keyword", lambda k: k(X=_h((8, 8)), Y=_h((8, 8)), k=1), "'s'"),
+    ("torch wrong dtype", lambda k: k(torch.zeros(8, 8), torch.zeros(8, 8, dtype=torch.float16), 1, 1.0), "'X'"),
+    ("torch wrong shape", lambda k: k(torch.zeros(8, 8, dtype=torch.float16),
+                                      torch.zeros(8, 9, dtype=torch.float16), 1, 1.0), "'Y'"),
+    ("torch not contiguous", lambda k: k(torch.zeros(8, 8, dtype=torch.float16).t(),
+                                         torch.zeros(8, 8, dtype=torch.float16), 1, 1.0), "'X'"),
+    ("torch requires_grad wrong dtype", lambda k: k(torch.zeros(8, 8, requires_grad=True),
+                                                    torch.zeros(8, 8, dtype=torch.float16), 1, 1.0), "'X'"),
+    ("a 0-d tensor for a tensor", lambda k: k(np.float16(1.0), _h((8, 8)), 1, 1.0), "'X'"),
+]
+
+
+@pytest.mark.parametrize("what, call, name", BAD_CALLS, ids=[b[0] for b in BAD_CALLS])
+def test_every_bad_call_names_the_parameter(what, call, name):
+    k = tilelang.compile(mixed, out_idx=[-1], target="cpu")
+    with pytest.raises(errors.ArgumentError) as ei:
+        call(k)
+    assert name in str(ei.value), f"{what}: {ei.value}"
+
+
+def test_the_good_call_of_the_bad_call_table(rng):
+    k = tilelang.compile(mixed, out_idx=[-1], target="cpu")
+    x, y = _h((10, 8)), _h((10, 8))
+    z = k(x, y, -3, 0.5)
+    want = (x.astype(np.float64) + y.astype(np.float64)).astype(np.float16).astype(np.float64) * 0.5 - 3
+    np.testing.assert_allclose(z, want, rtol=1e-3, atol=1e-3)
