@@ -287,16 +287,13 @@ def check_in_bounds(buf: Buffer, indices: Any) -> None:
     """OutOfBoundsError for an index that is a constant outside its (constant) dimension: found
     when the kernel is built, the same on every target."""
     for k, (i, dim) in enumerate(zip(indices, buf.shape)):
-        if not isinstance(dim, int) or buf.scope == "local.var":
+        if not isinstance(dim, int) or buf.is_var:
             continue
         v = simplify(i) if isinstance(i, Expr) else i
         v = v.value if isinstance(v, Const) else v
         if isinstance(v, int) and not 0 <= v < dim:
             raise OutOfBoundsError(f"index {v} is out of bounds for dimension {k} of '{buf.name}', "
                                    f"which has size {dim}", hint=f"valid indices are 0 to {dim - 1}")
-
-
-_SHARED_OR_GLOBAL = ("global", "shared", "shared.dyn")
 
 
 def check_lane_conflicts(nest: Any) -> None:
@@ -311,9 +308,9 @@ def check_lane_conflicts(nest: Any) -> None:
     loads: list = []
 
     def visit(n: Any) -> None:
-        if isinstance(n, BufferStore) and n.buffer.scope in _SHARED_OR_GLOBAL:
+        if isinstance(n, BufferStore) and (n.buffer.is_global or n.buffer.is_shared):
             stores.append(n)
-        elif isinstance(n, BufferLoad) and n.buffer.scope in _SHARED_OR_GLOBAL:
+        elif isinstance(n, BufferLoad) and (n.buffer.is_global or n.buffer.is_shared):
             loads.append(n)
 
     post_order_visit(nest, visit)

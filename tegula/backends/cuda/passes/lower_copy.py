@@ -150,7 +150,7 @@ def _flat_copy(ctx: Ctx, c: Copy, staged_src: bool = False, staged_dst: bool = F
     v = 1 if (staged_src or staged_dst) else _vector_width(ctx, c, tile)
     chunks = n // v
     # a local buffer is private to each thread: every thread fills the whole of its own copy
-    private = d.buffer.scope in ("local", "local.var")
+    private = d.buffer.is_local
     T = 1 if private else ctx.threads
     tid = E.const(0) if private else ctx.tid
     per = -(-chunks // T)

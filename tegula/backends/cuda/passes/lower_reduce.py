@@ -152,7 +152,7 @@ def _staged_reduce(ctx: Ctx, red: Reduce) -> Stmt:
     for e in out_ext:
         n_out *= e
     # a local destination is private to each thread: every thread computes all of it
-    threads = 1 if d.buffer.scope in ("local", "local.var") else ctx.threads
+    threads = 1 if d.buffer.is_local else ctx.threads
     tid = E.const(0) if threads == 1 else ctx.tid
     per = -(-n_out // threads)
     from tegula.layout.fragment import unflatten
