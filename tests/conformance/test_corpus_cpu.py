@@ -25,6 +25,7 @@ PASSING = [
     "analyze|example_gemm_analyze|main()",
     "cast|example_group_per_split_token_cast_to_fp8|main(M=1024, N=1024, BG=2, blk_m=4, batch_sizes=[128, 896])",
     "elementwise|example_elementwise_add|main()",
+    "flash_attention|example_mha_fwd_bhsd|main()",
     "gemm_streamk|example_tilelang_gemm_streamk|main()",
     "norm|rms_norm|test_rms_norm()",
     "topk|example_topk|main(argv=[])",
