@@ -457,7 +457,9 @@ def _print_gemm(p: ScriptPrinter, s: S.Gemm) -> str:
         args.append("transpose_B=True")
     if s.policy != "Square":
         args.append(f"policy=T.GemmWarpPolicy.{s.policy}")
-    if s.clear_accum:
+    if isinstance(s.clear_accum, E.Expr):  # a runtime condition (NPU accumulators only)
+        args.append(f"clear_accum={p.e(s.clear_accum)}")
+    elif s.clear_accum:
         args.append("clear_accum=True")
     if s.k_pack != 1:
         args.append(f"k_pack={s.k_pack}")

@@ -331,3 +331,154 @@ def set_cross_flag(pipe: Any, flag: Any, mode: int = 2) -> None:
 def wait_cross_flag(flag: Any) -> None:
     """Wait until cross-core ``flag`` has been set, and take one count."""
     _sync("T.wait_cross_flag", WaitCrossFlag(E.as_expr(flag)))
+
+
+# -- the 950 dialect (upstream TileLang's tilelang.ascend names) -------------------------------
+#
+#     with T.Kernel(num_blocks) as bx:
+#         A_l1 = T.alloc_l1((128, 64), "float16")
+#         with T.Cube():
+#             ...
+#         with T.Vector(vector=2) as sid:
+#             ...
+#
+# A kernel whose body uses T.Cube or T.Vector is an NPU kernel; ``T.alloc_shared`` in it is UB.
+
+_SUB_VAR = "npu_sub_var"
+_DIALECT = "dialect"
+
+
+def is_npu_frame(frame: KernelFrame) -> bool:
+    """True when the kernel being built used the 950 dialect's core scopes."""
+    return frame.annotations.get(_DIALECT) == "a5"
+
+
+def finish_kernel(grid: tuple, block_vars: tuple, frame: KernelFrame, body: Any) -> NpuKernel:
+    """The NpuKernel of a 950-dialect ``with T.Kernel(num_blocks) as bx`` block."""
+    if len(grid) != 1:
+        raise KernelTypeError(f"an Ascend 950 kernel takes one grid extent (T.Kernel(num_blocks)), "
+                              f"got {len(grid)}")
+    ann = dict(frame.annotations)
+    sub = ann.pop(_SUB_VAR, None)
+    if sub is None:
+        sub = new_var("sid")
+    return NpuKernel(grid, (1,), block_vars, tuple(frame.allocs), body, frame.alloc_inits, ann,
+                     sub_var=sub)
+
+
+def _mark_a5(parser: Any, what: str) -> KernelFrame:
+    k = parser.b.kernel
+    if k is None:
+        raise KernelSyntaxError(f"{what} can only be used inside `with T.Kernel(...)`")
+    k.annotations[_DIALECT] = "a5"
+    return k
+
+
+@dataclass
+class _CoreBlock:
+    kind: str
+    what: str
+
+    def tegula_with(self, parser: Any, item: ast.withitem, body: list) -> None:
+        k = _mark_a5(parser, self.what)
+        if item.optional_vars is not None:
+            if not isinstance(item.optional_vars, ast.Name) or self.kind != "V":
+                raise KernelSyntaxError(f"bind the vector-core index with `with {self.what} as sid:`")
+            if _SUB_VAR not in k.annotations:
+                k.annotations[_SUB_VAR] = new_var(item.optional_vars.id)
+            sub = k.annotations[_SUB_VAR]
+            parser.locals[item.optional_vars.id] = sub
+            parser.bound_depth[item.optional_vars.id] = 0
+        Scope(self.kind).tegula_with(parser, item, body)
+
+
+def Cube() -> _CoreBlock:
+    """``with T.Cube():`` code for the cube core (950 dialect)."""
+    return _CoreBlock("C", "T.Cube()")
+
+
+def Vector(vector: int = 2) -> _CoreBlock:
+    """``with T.Vector(vector=2) as sid:`` code for each of the two vector cores (950 dialect)."""
+    if vector != 2:
+        raise KernelTypeError(f"T.Vector: vector={vector!r}; an AI core group has 2 vector cores")
+    return _CoreBlock("V", "T.Vector()")
+
+
+@dataclass
+class _Inline:
+    """A block that only annotates its body (``T.SimtVF``, ``T.SimdVF``, ``T.Task``, ``T.Stage``):
+    accepted; its body is built in place. Scheduling hints take effect in AutoSchedule."""
+
+    what: str
+
+    def tegula_with(self, parser: Any, item: ast.withitem, body: list) -> None:
+        if item.optional_vars is not None:
+            raise KernelSyntaxError(f"{self.what} binds no name")
+        parser.visit_body(body)
+
+
+def SimtVF(threads: Any = None) -> _Inline:
+    return _Inline("T.SimtVF")
+
+
+def SimdVF() -> _Inline:
+    return _Inline("T.SimdVF")
+
+
+def Task(latency: Any = None, ii: Any = None) -> _Inline:
+    return _Inline("T.Task")
+
+
+def Stage(k: Any = 0) -> _Inline:
+    return _Inline("T.Stage")
+
+
+alloc_l1, alloc_l0a, alloc_l0b, alloc_l0c = alloc_L1, alloc_L0A, alloc_L0B, alloc_L0C
+
+
+def annotate_buffer_versions(versions: dict) -> None:
+    """How many versions each buffer gets (a hint for multi-buffering; recorded)."""
+    k = current("T.annotate_buffer_versions").require_kernel("T.annotate_buffer_versions")
+    if not isinstance(versions, dict) or not all(isinstance(b, Buffer) for b in versions):
+        raise KernelTypeError("T.annotate_buffer_versions takes a dict {buffer: versions}")
+    k.annotations.setdefault("buffer_versions", {}).update({b.name: int(n) for b, n in versions.items()})
+
+
+def _event_name(event: Any, what: str) -> tuple[str, str]:
+    parts = str(event).upper().split("_")
+    if len(parts) != 2:
+        raise KernelTypeError(f'{what}: expected an event like "MTE2_MTE1", got {event!r}')
+    return _event(parts[0], parts[1], what)
+
+
+def ascend_set_flag(event: Any, event_id: Any = 0) -> None:
+    """``T.ascend_set_flag("MTE2_MTE1", id)`` (950 dialect spelling of T.set_flag)."""
+    s, d = _event_name(event, "T.ascend_set_flag")
+    _sync("T.ascend_set_flag", SetFlag(s, d, E.as_expr(event_id)))
+
+
+def ascend_wait_flag(event: Any, event_id: Any = 0) -> None:
+    """``T.ascend_wait_flag("MTE2_MTE1", id)``."""
+    s, d = _event_name(event, "T.ascend_wait_flag")
+    _sync("T.ascend_wait_flag", WaitFlag(s, d, E.as_expr(event_id)))
+
+
+def ascend_pipe_barrier(pipe: Any) -> None:
+    """``T.ascend_pipe_barrier("PIPE_MTE2")``."""
+    pipe_barrier(pipe)
+
+
+def ascend_cross_core_set_flag(mode: int, pipe: Any, flag: Any) -> None:
+    """``T.ascend_cross_core_set_flag(mode, "PIPE_FIX", id)``."""
+    set_cross_flag(pipe, flag, mode)
+
+
+def ascend_cross_core_wait_flag(flag: Any) -> None:
+    """``T.ascend_cross_core_wait_flag(id)``."""
+    wait_cross_flag(flag)
+
+
+__all__ += ["Cube", "Vector", "SimtVF", "SimdVF", "Task", "Stage", "alloc_l1", "alloc_l0a",
+            "alloc_l0b", "alloc_l0c", "annotate_buffer_versions", "ascend_set_flag",
+            "ascend_wait_flag", "ascend_pipe_barrier", "ascend_cross_core_set_flag",
+            "ascend_cross_core_wait_flag"]

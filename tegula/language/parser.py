@@ -473,6 +473,9 @@ class Parser:
                 self.visit_body(node.body)
         finally:
             self.b.kernel = None
+        if ascend.is_npu_frame(frame):  # the 950 dialect: T.Cube / T.Vector make an NPU kernel
+            self.b.emit(ascend.finish_kernel(ctx.grid, block_vars, frame, seq(body)))
+            return
         self.b.emit(Kernel(ctx.grid, ctx.threads, block_vars, tuple(frame.allocs), seq(body),
                            frame.alloc_inits, frame.annotations))
 

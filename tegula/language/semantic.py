@@ -97,7 +97,9 @@ def copy(src: Any, dst: Any) -> Copy:
     return Copy(s, d)
 
 
-_GEMM_OPERAND_SCOPES = SHARED + (FRAGMENT, LOCAL)
+# (and the NPU memories: T.gemm on L1 or L0 operands into L0C, as the Ascend 950 dialect
+# writes it)
+_GEMM_OPERAND_SCOPES = SHARED + (FRAGMENT, LOCAL) + ("l1", "l0a", "l0b")
 
 
 @tile_rule(Gemm, "check")
@@ -109,7 +111,7 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool, transpose_B: bool, policy: A
             raise ScopeError(f"T.gemm: operand {n} ('{r.buffer.name}') is in {r.buffer.scope} memory; "
                              "A and B must be in shared memory or fragments",
                              hint="copy it into a T.alloc_shared buffer first")
-    if c.buffer.scope not in (FRAGMENT, LOCAL):
+    if c.buffer.scope not in (FRAGMENT, LOCAL, "l0c"):
         raise ScopeError(f"T.gemm: the accumulator C ('{c.buffer.name}') is in {c.buffer.scope} memory; "
                          "it must be a fragment", hint="allocate it with T.alloc_fragment")
     sa, sb, sc = a.tile_shape(), b.tile_shape(), c.tile_shape()
@@ -137,8 +139,16 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool, transpose_B: bool, policy: A
     if pol not in GEMM_POLICIES:
         raise KernelTypeError(f"T.gemm: unknown policy {policy!r}; use T.GemmWarpPolicy.Square, "
                               "FullRow or FullCol")
-    return Gemm(a, b, c, bool(transpose_A), bool(transpose_B), pol, bool(clear_accum),
-                int(k_pack), int(wg_wait))
+    if isinstance(clear_accum, Expr):  # clear_accum=(k == 0): the Ascend 950 dialect's form
+        if c.buffer.scope != "l0c":
+            raise KernelTypeError("T.gemm: clear_accum must be known when the kernel is compiled",
+                                  hint="clear the accumulator with T.clear before the loop")
+        from tegula.ir.expr import cast
+
+        clear: Any = cast("bool", clear_accum)
+    else:
+        clear = bool(clear_accum)
+    return Gemm(a, b, c, bool(transpose_A), bool(transpose_B), pol, clear, int(k_pack), int(wg_wait))
 
 
 def _norm_dim(dim: Any, ndim: int, what: str) -> int:

@@ -33,6 +33,7 @@ from tegula.backends.interp.context import Ctx, dim_value, stmt_rule
 from tegula.backends.interp.tileops import Region
 from tegula.backends.npu import semantics
 from tegula.backends.npu.machine import A2A3, machine
+from tegula.backends.npu.passes.assign_npu_scopes import remap_a5_kernel
 from tegula.backends.npu.passes.check_paths import check_kernel
 from tegula.backends.npu.passes.infer_core_scope import buffer_core, infer_kernel
 
@@ -151,6 +152,8 @@ def _machine_of(k: NpuKernel) -> Any:
 
 @stmt_rule(NpuKernel)
 def _npu_kernel(k: NpuKernel, ctx: Ctx) -> StmtFn:
+    if k.annotations.get("dialect") == "a5":
+        k = remap_a5_kernel(k)
     k = infer_kernel(k)
     m = _machine_of(k)
     check_kernel(k, m)

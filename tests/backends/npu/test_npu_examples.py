@@ -35,4 +35,10 @@ def test_every_ascend_example_is_tested():
     import pathlib
 
     names = sorted(p.stem for p in (pathlib.Path(__file__).resolve().parents[3] / "examples" / "ascend").glob("*.py"))
-    assert names == ["elementwise_add", "flash_attention", "gemm", "rmsnorm", "softmax"]
+    assert names == ["elementwise_add", "flash_attention", "gemm", "gemm_relu_950", "rmsnorm",
+                     "softmax"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gemm_relu_950_dialect(ascend_example, target):
+    assert ascend_example("gemm_relu_950").main(M=128, N=64, K=96, target=target) < 1e-5

@@ -36,8 +36,8 @@ from typing import Any
 
 from tegula.errors import ScopeError, UnsupportedError
 from tegula.ir.buffer import Buffer
-from tegula.ir.expr import BufferLoad, Var
-from tegula.ir.npu import CoreScope, Mma, NpuKernel
+from tegula.ir.expr import BufferLoad, Expr, Var
+from tegula.ir.npu import CoreScope, Mma, NpuKernel, SetFlag, WaitFlag
 from tegula.ir.stmt import (BufferStore, Fill, For, Gemm, IfThenElse, Kernel, LetStmt, PrimFunc,
                             Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit
@@ -51,7 +51,7 @@ def _scopes(k: Kernel) -> dict:
     uses: dict = {}
 
     def use(b: Buffer, what: str, node: Any) -> None:
-        if b.scope in ("shared", "shared.dyn", "local.fragment", "local"):
+        if b.scope in ("shared", "shared.dyn", "local.fragment"):
             uses.setdefault(b, {}).setdefault(what, node)
 
     def visit(n: Any) -> None:
@@ -63,9 +63,10 @@ def _scopes(k: Kernel) -> dict:
             post_order_visit(n.body, lambda m: use(m.buffer, "ub", n)
                              if isinstance(m, (BufferLoad, BufferStore)) else None)
             post_order_visit(n.body, lambda m: _no_global(m, n))
-        elif hasattr(n, "src") and hasattr(n, "dst") and hasattr(n.src, "buffer"):
-            for r in (n.src, n.dst):
-                use(r.buffer, "any", n)
+        elif hasattr(n, "dst") and hasattr(n.dst, "buffer"):
+            for r in (getattr(n, "src", None), n.dst):
+                if hasattr(r, "buffer"):
+                    use(r.buffer, "any", n)
     post_order_visit(k.body, visit)
     out = {}
     for b in k.allocs:
@@ -93,7 +94,8 @@ def _no_global(m: Any, loop: Any) -> None:
 class _Rewrite(Mutator):
     def visit_Gemm(self, s: Gemm) -> Stmt:
         g = self.generic_visit(s)
-        return Mma(g.A, g.B, g.C, s.transpose_A, s.transpose_B, bool(s.clear_accum), span=s.span)
+        init = s.clear_accum if isinstance(s.clear_accum, Expr) else bool(s.clear_accum)
+        return Mma(g.A, g.B, g.C, s.transpose_A, s.transpose_B, init, span=s.span)
 
 
 def _first_vector_core(s: Stmt, vid: Var) -> Stmt:
@@ -130,9 +132,23 @@ def to_npu_kernel(k: Kernel) -> NpuKernel:
                      span=npu.span, sub_var=vid)
 
 
+def remap_a5_kernel(k: NpuKernel) -> NpuKernel:
+    """A 950-dialect kernel: ``alloc_shared`` / ``alloc_fragment`` buffers get NPU memories by use
+    (UB unless a ``T.gemm`` needs them), ``T.gemm`` becomes ``T.mma``; InsertSync runs on it
+    unless it writes intra-core flags by hand."""
+    scopes = _scopes(k)
+    bmap = {b: Buffer(b.name, b.shape, b.dtype, scopes[b], span=b.span) for b in scopes}
+    body = _Rewrite(bmap).visit(k.body)
+    hand: list = []
+    post_order_visit(body, lambda n: hand.append(n) if isinstance(n, (SetFlag, WaitFlag)) else None)
+    return NpuKernel(k.grid, k.threads, k.block_vars, tuple(bmap.get(b, b) for b in k.allocs), body,
+                     {bmap.get(b, b): v for b, v in k.alloc_inits.items()},
+                     {**k.annotations, AUTO_SYNC: not hand}, span=k.span, sub_var=k.sub_var)
+
+
 class _Kernels(Mutator):
     def visit_NpuKernel(self, k: NpuKernel) -> Stmt:
-        return k
+        return remap_a5_kernel(k) if k.annotations.get("dialect") == "a5" else k
 
     def visit_Kernel(self, k: Kernel) -> Stmt:
         return to_npu_kernel(k)

@@ -1,0 +1,92 @@
+"""The Ascend 950 dialect: T.Kernel(num_blocks) as bx, T.Cube / T.Vector, alloc_l1..l0c,
+alloc_shared as UB, T.gemm on L1 operands, T.ascend_* sync, T.SimtVF / T.Task / T.Stage."""
+import numpy as np
+import pytest
+
+import tegula
+import tegula.language as T
+from tegula.errors import KernelSyntaxError, KernelTypeError, RaceError, SyncError
+from tegula.ir.npu import NpuKernel, SetFlag, WaitCrossFlag
+from tegula.ir.visitor import post_order_visit
+
+
+def _kernels(f):
+    ks = []
+    post_order_visit(f.body, lambda n: ks.append(n) if isinstance(n, NpuKernel) else None)
+    return ks
+
+
+def test_cube_and_vector_make_an_npu_kernel(ascend_example):
+    f = ascend_example("gemm_relu_950").gemm_relu(128, 128, 64)
+    (k,) = _kernels(f)
+    assert k.annotations["dialect"] == "a5" and k.sub_var.name == "sid"
+    assert "T.gemm(A_l1, B_l1, C_l0, clear_accum=k == 0)" in f.script()
+
+
+def test_missing_cross_core_wait_in_the_950_dialect_is_caught(ascend_example):
+    from tegula.backends.npu.emu import execute
+    from tegula.backends.npu.machine import A5
+    from tegula.backends.npu.pipeline import lower
+    from tegula.ir.stmt import seq
+    from tegula.ir.visitor import Mutator
+    from tegula.target import Target
+
+    low = lower(ascend_example("gemm_relu_950").gemm_relu(128, 64, 64), Target("ascend-emu", "a5"), {})
+    waits = []
+    post_order_visit(low.body, lambda n: waits.append(n) if isinstance(n, WaitCrossFlag) else None)
+
+    class Drop(Mutator):
+        def visit(self, node):
+            return seq() if node is waits[0] else super().visit(node)
+    rng = np.random.default_rng()
+    a, b = rng.standard_normal((128, 64)).astype(np.float16), rng.standard_normal((64, 64)).astype(np.float16)
+    args = [a, b, np.zeros((128, 64), np.float32), np.zeros((128, 64), np.float32)]
+    execute(low, args, A5)
+    with pytest.raises((RaceError, SyncError), match="GM buffer 'W'"):
+        execute(low.with_body(Drop().visit(low.body)), args, A5)
+
+
+def test_ascend_flag_spellings():
+    @T.prim_func
+    def k(A: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_shared((16, 16), "float32")
+            with T.Vector(vector=2) as sid:
+                T.copy(A, a)
+                T.ascend_set_flag("MTE2_V", 1)
+                T.ascend_wait_flag("MTE2_V", 1)
+                with T.Task(latency=10):
+                    T.fill(a, 1)
+                T.ascend_pipe_barrier("PIPE_ALL")
+    sets = []
+    post_order_visit(k.body, lambda n: sets.append((n.src, n.dst)) if isinstance(n, SetFlag) else None)
+    assert sets == [("MTE2", "V")]
+    tegula.compile(k, target="ascend-emu:a5")(np.zeros((16, 16), np.float32))
+
+
+def test_950_kernel_errors():
+    with pytest.raises(KernelTypeError, match="one grid extent"):
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(2, 2) as (bx, by):
+                with T.Cube():
+                    pass
+    with pytest.raises(KernelTypeError, match="2 vector cores"):
+        @T.prim_func
+        def k2(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(2) as bx:
+                with T.Vector(vector=4):
+                    pass
+    with pytest.raises(KernelTypeError, match='event like "MTE2_MTE1"'):
+        @T.prim_func
+        def k3(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(2) as bx:
+                with T.Cube():
+                    T.ascend_set_flag("MTE2", 0)
+    with pytest.raises(KernelSyntaxError, match="binds no name"):
+        @T.prim_func
+        def k4(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(2) as bx:
+                with T.Vector() as sid:
+                    with T.SimtVF() as t:
+                        pass
