@@ -23,7 +23,8 @@ import numpy as np
 from tegula.errors import KernelNameError, UnsupportedError
 from tegula.ir import ops
 from tegula.ir.dtype import DType
-from tegula.ir.expr import BinOp, Call, Cast, Compare, Const, UnaryOp, Var
+from tegula.ir.expr import BinOp, Builtin, BufferLoad, Call, Cast, Compare, Const, UnaryOp, Var
+from tegula.ir.visitor import post_order_visit
 from tegula.ir.stmt import Break, Continue, Evaluate, LetStmt, SeqStmt, TileOp
 from tegula.ir.tile_rules import TILE_RULES
 
@@ -231,6 +232,25 @@ def _call(e: Call, ctx: Any) -> CExpr:
         return CExpr(lambda env: fn(f0(env)), vec)
     f0, f1 = (a.fn for a in args)
     return CExpr(lambda env: fn(f0(env), f1(env)), vec)
+
+
+# builtins that only order kernels launched back to back (programmatic dependent launch): the
+# interpreter and the emulator run kernels one after another, so they do nothing there
+ORDERING_ONLY = ("tl::pdl_trigger", "tl::pdl_sync")
+
+
+def has_effects(e: Any) -> bool:
+    """True when evaluating ``e`` touches memory (so it must not run for lanes that skip it)."""
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, (BufferLoad, Builtin)) else None)
+    return bool(found)
+
+
+def bitcast(e: Any, ctx: Any) -> CExpr:
+    """``T.reinterpret``'s ``Builtin("bitcast")``: the bits of the argument read as ``e.ret``."""
+    a = compile_expr(e.args[0], ctx)
+    fa, npd = a.fn, e.ret.np
+    return CExpr(lambda env: np.asarray(fa(env)).view(npd)[()], a.vec)
 
 
 def _nop(env: Env) -> None:

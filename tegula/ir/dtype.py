@@ -5,22 +5,49 @@ dtypes; :func:`as_dtype` turns all of them into the canonical ``DType``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
 
-@dataclass(frozen=True)
-class DType:
-    """An element type: ``name`` is canonical (``"float16"``), ``kind`` is float/int/uint/bool."""
+class DType(str):
+    """An element type: ``name`` is canonical (``"float16"``), ``kind`` is float/int/uint/bool.
+
+    A ``DType`` is a ``str`` (its canonical name), as TileLang's dtypes are: it works wherever a
+    dtype string does (``getattr(torch, T.bfloat16)``, ``dtype == "float16"``, dict keys).
+    ``T.dtype`` is this class: ``T.dtype(x)`` gives the ``DType`` of a string, numpy dtype or
+    torch dtype, and ``dtype: T.dtype = T.float16`` annotates a parameter. Instances are
+    immutable and there is one per element type.
+    """
 
     name: str
     kind: str
     bits: int
     np_dtype: Any
     ctype: str
+
+    def __new__(cls, name: Any, kind: Any = None, bits: int = 0, np_dtype: Any = None,
+                ctype: str = "") -> "DType":
+        if kind is None:  # ``T.dtype(x)``: the dtype x names
+            return as_dtype(name)
+        self = super().__new__(cls, name)
+        for k, v in (("name", name), ("kind", kind), ("bits", bits), ("np_dtype", np_dtype),
+                     ("ctype", ctype)):
+            object.__setattr__(self, k, v)
+        return self
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"DType {self.name} is immutable")
+
+    def __reduce__(self) -> Any:
+        return (as_dtype, (self.name,))
+
+    def __copy__(self) -> "DType":
+        return self
+
+    def __deepcopy__(self, memo: Any) -> "DType":
+        return self
 
     @property
     def is_float(self) -> bool:
@@ -49,6 +76,16 @@ class DType:
             return np.dtype(np.float32)
         return self.np
 
+    def as_torch(self) -> Any:
+        """The matching ``torch.dtype`` (needs torch)."""
+        import torch
+
+        name = _TORCH_NAMES.get(self.name, self.name)
+        t = getattr(torch, name, None)
+        if t is None:
+            raise ValueError(f"dtype {self.name} has no torch equivalent")
+        return t
+
     def __str__(self) -> str:
         return self.name
 
@@ -62,6 +99,9 @@ class DType:
         return cast(self, value)
 
 
+_TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "bool": "bool"}
+
+
 _TABLE = [
     DType("bool", "bool", 8, np.bool_, "bool"),
     DType("int8", "int", 8, np.int8, "signed char"),
@@ -72,6 +112,9 @@ _TABLE = [
     DType("uint16", "uint", 16, np.uint16, "unsigned short"),
     DType("uint32", "uint", 32, np.uint32, "unsigned int"),
     DType("uint64", "uint", 64, np.uint64, "unsigned long long"),
+    DType("int4", "int", 4, ml_dtypes.int4, "signed char"),
+    DType("uint4", "uint", 4, ml_dtypes.uint4, "unsigned char"),
+    DType("float4_e2m1fn", "float", 4, ml_dtypes.float4_e2m1fn, "unsigned char"),
     DType("float8_e4m3", "float", 8, ml_dtypes.float8_e4m3fn, "__nv_fp8_e4m3"),
     DType("float8_e5m2", "float", 8, ml_dtypes.float8_e5m2, "__nv_fp8_e5m2"),
     DType("float16", "float", 16, np.float16, "half_t"),
@@ -91,6 +134,7 @@ int8, int16, int32, int64 = (_BY_NAME[n] for n in ("int8", "int16", "int32", "in
 uint8, uint16, uint32, uint64 = (_BY_NAME[n] for n in ("uint8", "uint16", "uint32", "uint64"))
 float8_e4m3, float8_e5m2 = _BY_NAME["float8_e4m3"], _BY_NAME["float8_e5m2"]
 float16, bfloat16, float32, float64 = (_BY_NAME[n] for n in ("float16", "bfloat16", "float32", "float64"))
+int4, uint4, float4_e2m1fn = _BY_NAME["int4"], _BY_NAME["uint4"], _BY_NAME["float4_e2m1fn"]
 
 ALL_DTYPES: tuple[DType, ...] = tuple(_TABLE)
 

@@ -70,6 +70,8 @@ class Expr(Node):
     def __rxor__(self, o: ExprLike) -> "Expr": return binary("bitxor", o, self)
     def __lshift__(self, o: ExprLike) -> "Expr": return binary("shl", self, o)
     def __rshift__(self, o: ExprLike) -> "Expr": return binary("shr", self, o)
+    def __rlshift__(self, o: ExprLike) -> "Expr": return binary("shl", o, self)
+    def __rrshift__(self, o: ExprLike) -> "Expr": return binary("shr", o, self)
 
     # -- comparisons build nodes ----------------------------------------------------------------
     def __lt__(self, o: ExprLike) -> "Expr": return compare("lt", self, o)
@@ -238,7 +240,8 @@ class BufferLoad(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Builtin(Expr):
-    """A thread-level builtin of a backend, produced by lowering (never by the frontend).
+    """A thread-level builtin of a backend, produced by lowering. The frontend makes only
+    ``"bitcast"`` (``T.reinterpret``), which every target evaluates.
 
     ``name`` is one of the names its backend's codegen knows (e.g. ``"thread_idx"``,
     ``"shfl_xor"``, ``"sync_threads"``, ``"address_of"``, ``"mma"``); ``attrs`` holds

@@ -411,7 +411,7 @@ class ScriptPrinter:
         for p in f.params:
             if isinstance(p, Buffer):
                 for v in collect_vars(p):
-                    if v not in dyn and not any(v is s for s in scalars):
+                    if not any(v is s for s in dyn) and not any(v is s for s in scalars):
                         dyn.append(v)
         header = []
         for v in dyn:

@@ -243,12 +243,24 @@ class Kernel(Stmt):
 
 @dataclass(frozen=True, eq=False)
 class PrimFunc(Node):
-    """A kernel function: ``params`` are global buffers and scalar ``Var``s, in call order."""
+    """A kernel function: ``params`` are global buffers and scalar ``Var``s, in call order.
+
+    ``attrs["workspaces"]`` (when set) says how many trailing params are scratch tensors
+    (``T.alloc_global``) that the runtime allocates for each call and never returns.
+    """
 
     name: str
     params: tuple[Union[Buffer, Var], ...]
     body: Stmt
     attrs: dict = field(default_factory=dict)
+
+    @property
+    def num_workspaces(self) -> int:
+        return int(self.attrs.get("workspaces", 0))
+
+    def user_params(self) -> tuple:
+        """The parameters a caller sees: all but the trailing workspaces."""
+        return self.params[:len(self.params) - self.num_workspaces]
 
     def buffer_params(self) -> list[Buffer]:
         return [p for p in self.params if isinstance(p, Buffer)]

@@ -3,9 +3,11 @@
 TileLang's developer-level API: kernels, allocation, tile operations, loops, reductions,
 expressions and dtypes. See ``shared/reference/tilelang-api.md`` for the surface it follows.
 """
+from tegula.ir.dtype import DType as dtype  # noqa: F401
 from tegula.ir.dtype import (bfloat16, bool_ as bool, float8_e4m3, float8_e5m2, float16,  # noqa: A004
-                             float32, float64, int8, int16, int32, int64, uint8, uint16, uint32,
-                             uint64)
+                             float32, float64, float4_e2m1fn, int4, int8, int16, int32, int64,
+                             uint4, uint8, uint16, uint32, uint64)
+from tegula.layout.user import Fragment, Layout  # noqa: F401
 from tegula.language.prim_func import Macro, macro, prim_func
 from tegula.language.primitives import *  # noqa: F401,F403 (its __all__: the T.* primitives)
 from tegula.language.ascend import (Cube, Scope, SimdVF, SimtVF, Stage, Task, Vector, alloc_l0a,
@@ -15,7 +17,9 @@ from tegula.language.ascend import (Cube, Scope, SimdVF, SimtVF, Stage, Task, Ve
                                     ascend_pipe_barrier, ascend_set_flag, ascend_wait_flag,
                                     barrier_all, gemm_v0, mma, pipe_barrier, set_cross_flag,
                                     set_flag, tile, wait_cross_flag, wait_flag)
-from tegula.language.proxy import Tensor, const, dynamic, empty, symbolic
+from tegula.language.proxy import Tensor, alloc_global, const, dynamic, empty, symbolic
+
+from tegula.language.primitives import __ldg  # noqa: E402,F401 (a module-level dunder name)
 
 Buffer = Tensor
 float = float32  # noqa: A001

@@ -25,6 +25,9 @@ class KernelFrame:
     alloc_inits: dict = field(default_factory=dict)
     annotations: dict = field(default_factory=dict)
     names: set = field(default_factory=set)
+    threads: tuple = (128,)
+    safe_values: dict = field(default_factory=dict)  # T.annotate_safe_value: buffer -> value
+    thread_var: Optional[Var] = None  # the thread index, once T.get_thread_binding asked for it
 
 
 class Builder:
@@ -37,12 +40,15 @@ class Builder:
         self.loop_kinds: list[str] = []         # kinds of the loops enclosing the current point
         self.params: list[Any] = []             # Buffers and Vars, in order of declaration
         self.outputs: list[Buffer] = []          # eager style: T.empty buffers
+        self.workspaces: list[Buffer] = []       # T.alloc_global scratch tensors
         self.consts: dict = dict(consts or {})   # eager style: values of T.const symbols
         self.pending: dict[str, Any] = {}        # eager style: actual shapes/dtypes of tensor args
         self.placeholders: list[Any] = []        # eager style: T.const symbols not yet bound
+        self.shape_hints: dict[str, int] = {}    # eager style: T.const values read off the tensors
         self._name: Optional[str] = None
         self.param_names: set[str] = set()
         self.macros: list[str] = []              # names of the macros being expanded, outermost first
+        self.ranges: dict = {}                   # Var -> inclusive (lo, hi) where known
 
     # -- statements -----------------------------------------------------------------------------
     def emit(self, stmt: Stmt) -> None:

@@ -21,6 +21,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tegula.arith.bound import bound
 from tegula.errors import (DTypeError, KernelNameError, KernelSyntaxError, KernelTypeError,
                            ScopeError, TegulaError)
 from tegula.ir import expr as E
@@ -32,6 +33,7 @@ from tegula.language import ascend, semantic
 from tegula.language.builder import Builder, KernelFrame, new_var
 from tegula.language.primitives import KernelSpec, LoopSpec, serial
 from tegula.language.proxy import ConstSymbol, TensorSpec
+from tegula.language.safe_access import guard_global_accesses
 
 
 @dataclass
@@ -276,7 +278,12 @@ class Parser:
                 hint=f"make it a variable: {name} = T.alloc_var(dtype, init=...), then assign to it")
         if self.b.kernel is not None and isinstance(value, E.Expr) and not isinstance(value, (E.Var, E.Const)):
             var = new_var(name, value.dtype)
+            if not self.b.in_parallel:
+                semantic.check_fragment_reads(value)
             self.b.emit(LetStmt(var, value))
+            r = bound(value, self.b.ranges) if value.dtype.is_int else None
+            if r is not None:
+                self.b.ranges[var] = r
             value = var
         self.locals[name] = value
         self.bound_depth[name] = depth
@@ -292,6 +299,9 @@ class Parser:
                 "loop is split across threads",
                 hint="use T.alloc_var for a temporary of each iteration, or T.alloc_fragment for a "
                      "tile the block shares")
+        if not self.b.in_parallel:
+            for e in (*idx, value):
+                semantic.check_fragment_reads(e)
         if buf.is_fragment and not self.b.in_parallel and buf.numel() != 1:
             raise ScopeError(
                 f"fragment '{buf.name}' is written element by element outside T.Parallel; a fragment "
@@ -347,6 +357,8 @@ class Parser:
             self.visit_body(node.body if c.value else node.orelse)
             return
         self.b.require_kernel("an `if` on a runtime value")
+        if not self.b.in_parallel:
+            semantic.check_fragment_reads(c)
         with self.b.frame() as then:
             self.visit_body(node.body)
         orelse = None
@@ -383,6 +395,12 @@ class Parser:
         for t, v in zip(targets, vars_):
             self.locals[t.id] = v  # type: ignore[attr-defined]
             self.bound_depth[t.id] = len(self.b.loop_kinds) + 1  # type: ignore[attr-defined]
+        for v, st, ext in zip(vars_, it.starts, it.extents):
+            self.b.ranges.pop(v, None)
+            if isinstance(st, int) and isinstance(ext, int) and ext > 0:
+                last = st + (ext - 1) * it.step
+                self.b.ranges[v] = (min(st, last), max(st, last))
+        outer_parallel = self.b.in_parallel
         with self.b.loop(it.kind), self.b.frame() as body:
             self.visit_body(node.body)
         for t, v in zip(targets, vars_):
@@ -393,8 +411,9 @@ class Parser:
             start = E.as_expr(it.starts[i])
             stmt = For(vars_[i], start, it.extents[i], stmt, it.kind, it.step,
                        dict(it.annotations) if i == 0 else {})
-        if it.kind == "parallel" and not self.b.in_parallel:
+        if it.kind == "parallel" and not outer_parallel:
             semantic.check_lane_conflicts(stmt)
+            stmt = guard_global_accesses(stmt, self.b.ranges, self.b.kernel.safe_values)
         self.b.emit(stmt)
 
     def visit_While(self, node: ast.While) -> None:
@@ -414,6 +433,8 @@ class Parser:
                     raise KernelSyntaxError("host-side while loop did not finish")
             return
         self.b.require_kernel("a `while` loop")
+        if not self.b.in_parallel:
+            semantic.check_fragment_reads(cond)
         with self.b.loop("while"), self.b.frame() as body:
             self.visit_body(node.body)
         self.b.emit(While(E.cast("bool", cond), seq(body)))
@@ -462,11 +483,14 @@ class Parser:
                                   f"{len(names)} block index name(s)")
         default = ["bx", "by", "bz"]
         block_vars = tuple(new_var(names[i] if names else default[i]) for i in range(len(ctx.grid)))
-        frame = KernelFrame()
+        frame = KernelFrame(threads=tuple(ctx.threads))
         frame.names.update(self.b.param_names)
         for n, v in zip(names, block_vars):
             self.locals[n] = v
             self.bound_depth[n] = 0
+        for v, g in zip(block_vars, ctx.grid):
+            if isinstance(g, int):
+                self.b.ranges[v] = (0, g - 1)
         self.b.kernel = frame
         try:
             with self.b.frame() as body:
@@ -477,7 +501,7 @@ class Parser:
             self.b.emit(ascend.finish_kernel(ctx.grid, block_vars, frame, seq(body)))
             return
         self.b.emit(Kernel(ctx.grid, ctx.threads, block_vars, tuple(frame.allocs), seq(body),
-                           frame.alloc_inits, frame.annotations))
+                           frame.alloc_inits, frame.annotations, thread_var=frame.thread_var))
 
     def visit_Return(self, node: ast.Return) -> None:
         if len(self.b.stack) != self.base_depth or self.b.kernel is not None and not self.is_macro:

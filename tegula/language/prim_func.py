@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 from tegula import config
 from tegula.errors import KernelSyntaxError, KernelTypeError, TegulaError
 from tegula.ir.buffer import Buffer
+from tegula.ir.dtype import DType
 from tegula.ir.expr import Var
 from tegula.ir.span import span_scope
 from tegula.ir.stmt import PrimFunc, seq
@@ -36,7 +37,7 @@ def _clean_errors(fn: Callable) -> Callable:
 
 
 def _annotation(func: Callable, name: str, ann: Any, scope: dict) -> Any:
-    if isinstance(ann, str):  # ``from __future__ import annotations``
+    if isinstance(ann, str) and not isinstance(ann, DType):  # ``from __future__ import annotations``
         try:
             ann = eval(ann, scope)  # noqa: S307 - the user's own annotation
         except TegulaError:
@@ -88,7 +89,13 @@ def parse_prim_func(func: Callable, outer: Optional[dict] = None) -> PrimFunc:
         ret_node = next((n for n in src.tree.body if isinstance(n, ast.Return)), src.tree)
         raise KernelSyntaxError("a @T.prim_func returns nothing; outputs are parameters it writes",
                                 src.span(ret_node))
-    return PrimFunc(func.__name__, tuple(params), seq(b.stack[0]), span=src.span(src.tree))
+    return PrimFunc(func.__name__, tuple(params) + tuple(b.workspaces), seq(b.stack[0]),
+                    _workspace_attrs(b), span=src.span(src.tree))
+
+
+def _workspace_attrs(b: Builder) -> dict:
+    """``attrs["workspaces"]``: how many trailing parameters are T.alloc_global scratch tensors."""
+    return {"workspaces": len(b.workspaces)} if b.workspaces else {}
 
 
 def prim_func(func: Optional[Callable] = None, *, private: bool = False, check_well_formed: bool = True) -> Any:
@@ -131,6 +138,7 @@ def trace_eager(func: Callable, bound: dict, tensors: dict, consts: dict) -> Eag
     scope = function_scope(func)
     b = Builder("eager", consts)
     b.pending = dict(tensors)
+    b.shape_hints = _shape_hints(src.tree, tensors)
     locals_ = dict(bound)
     for n in tensors:
         locals_[n] = _Undeclared(n)
@@ -155,8 +163,50 @@ def trace_eager(func: Callable, bound: dict, tensors: dict, consts: dict) -> Eag
         out_idx.append(params.index(r))
     if not rets and b.outputs:
         out_idx = [params.index(o) for o in b.outputs]
-    pf = PrimFunc(func.__name__, tuple(params), seq(b.stack[0]), span=src.span(src.tree))
+    pf = PrimFunc(func.__name__, tuple(params) + tuple(b.workspaces), seq(b.stack[0]),
+                  _workspace_attrs(b), span=src.span(src.tree))
     return EagerTrace(pf, out_idx, list(tensors), dict(b.consts))
+
+
+def _shape_dims(ann: ast.expr) -> list:
+    """The dimension nodes of ``T.Tensor((M, K), ...)`` / ``T.Tensor[(M, K), ...]``, if literal."""
+    shape: Any = None
+    if isinstance(ann, ast.Call) and ann.args:
+        shape = ann.args[0]
+    elif isinstance(ann, ast.Subscript) and isinstance(ann.slice, ast.Tuple) and ann.slice.elts:
+        shape = ann.slice.elts[0]
+    return list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else []
+
+
+def _shape_hints(tree: ast.FunctionDef, tensors: dict) -> dict:
+    """Values of ``T.const`` symbols read off the tensor arguments: a symbol named as a plain
+    dimension of a top-level ``A: T.Tensor((M, K), ...)`` annotation takes that dimension of the
+    actual ``A`` (the first such annotation wins). This gives the symbols their values from the
+    start of the body, so host arithmetic on them before the annotations (``splitK = K // s``)
+    works as in TileLang."""
+    hints: dict = {}
+    alias: dict = {}  # KH, KW = K, K: a dimension named KH is K's
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            t, v = node.targets[0], node.value
+            pairs = [(t, v)] if isinstance(t, ast.Name) else \
+                list(zip(t.elts, v.elts)) if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) \
+                and len(t.elts) == len(v.elts) else []
+            for a, b in pairs:
+                if isinstance(a, ast.Name):
+                    if isinstance(b, ast.Name):
+                        alias[a.id] = alias.get(b.id, b.id)
+                    else:
+                        alias.pop(a.id, None)
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        actual = tensors.get(node.target.id)
+        if actual is None:
+            continue
+        for i, d in enumerate(_shape_dims(node.annotation)):
+            if isinstance(d, ast.Name) and i < len(actual[0]):
+                hints.setdefault(alias.get(d.id, d.id), int(actual[0][i]))
+    return hints
 
 
 class _Undeclared:

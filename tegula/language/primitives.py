@@ -10,10 +10,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from tegula.errors import DTypeError, KernelTypeError, ScopeError, ShapeError
+from tegula.errors import DTypeError, KernelTypeError, ScopeError, ShapeError, UnsupportedError
 from tegula.ir import expr as E
 from tegula.ir.buffer import FRAGMENT, LOCAL, SHARED, SHARED_DYN, Buffer, BufferRegion
-from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
+from tegula.ir import dtype as dt
+from tegula.ir.stmt import (Atomic, BufferStore, Copy, CumSum, Evaluate, Fill, Gemm,
+                             IfThenElse, Print, Reduce, Stmt, seq)
 from tegula.ir.tile_rules import TILE_RULES
 from tegula.language import semantic
 from tegula.language.semantic import shape_str
@@ -30,7 +32,10 @@ __all__ = ["And", "Cast", "GemmWarpPolicy", "Kernel", "Not", "Or", "Parallel", "
            "reduce_abssum", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "reduce_max",
            "reduce_min", "reduce_sum", "round", "rsqrt", "serial", "sigmoid", "sin", "sqrt",
            "sync_threads", "tan", "tanh", "trunc", "truncdiv", "truncmod", "unroll", "use_swizzle",
-           "vectorized"]
+           "vectorized", "alloc_barrier", "all_of", "annotate_safe_value", "any_of", "assume",
+           "barrier_arrive", "barrier_wait", "get_thread_binding", "isfinite", "mbarrier_arrive",
+           "mbarrier_expect_tx", "mbarrier_wait_parity", "pdl_sync", "pdl_trigger", "reinterpret",
+           "shfl_xor"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,13 +228,21 @@ def alloc_local(shape: Any, dtype: Any, scope: str = "local") -> Buffer:
 
 
 def alloc_var(dtype: Any, init: Any = None, scope: str = "local.var") -> Buffer:
+    """A scalar variable (reading its name reads its value). Declared inside ``T.Parallel``,
+    each iteration has its own; declared inside any loop (or initialized from a runtime value),
+    ``init`` is applied where it is declared, each time control passes there."""
     b = current("T.alloc_var")
     k = b.require_kernel("T.alloc_var")
     d = semantic.check_dtype(dtype, "T.alloc_var")
     buf = Buffer(b.take_name("var"), (1,), d, "local.var")
     k.allocs.append(buf)
     if init is not None:
-        k.alloc_inits[buf] = E.cast(d, init)
+        value = E.cast(d, init)
+        if b.loop_kinds or not isinstance(value, E.Const):
+            # declared in a loop, or from a runtime value: initialized where it is declared
+            b.emit(BufferStore(buf, (E.const(0),), value))
+        else:
+            k.alloc_inits[buf] = value
     return buf
 
 
@@ -254,7 +267,12 @@ def _emit_op(what: str, op: type, *operands: Any) -> None:
 
 
 def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma: bool = False,
-         eviction_policy: Any = None, loop_layout: Any = None) -> None:
+         eviction_policy: Any = None, loop_layout: Any = None,
+         annotations: Optional[dict] = None) -> None:
+    """``T.copy(src, dst)``; ``annotations`` (hints such as ``{"coalesced_width": 4}``) are kept
+    on the copy and do not change what it does."""
+    if annotations is not None and not isinstance(annotations, dict):
+        raise KernelTypeError(f"T.copy: annotations must be a dict, got {annotations!r}")
     if coalesced_width is not None and (not isinstance(coalesced_width, int) or isinstance(coalesced_width, bool)
                                         or coalesced_width <= 0):
         extra = isinstance(coalesced_width, (Buffer, BufferRegion, E.BufferLoad))
@@ -263,7 +281,13 @@ def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma:
             f"T.copy: coalesced_width must be a positive Python int, got {coalesced_width!r}",
             hint="the third argument of T.copy is coalesced_width; copy one pair of tiles per call"
             if extra else None)
+    if not annotations:
+        _emit_op("T.copy", Copy, src, dst)
+        return
     _emit_op("T.copy", Copy, src, dst)
+    b = current("T.copy")
+    c = b.stack[-1][-1]  # the copy just emitted, with the hints attached
+    b.stack[-1][-1] = Copy(c.src, c.dst, {str(k): v for k, v in annotations.items()}, span=c.span)
 
 
 class GemmWarpPolicy:
@@ -282,11 +306,13 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
 
 
 def _reducer(kind: str) -> Any:
-    def reduce_op(src: Any, dst: Any, dim: int = -1, clear: bool = True) -> None:
+    def reduce_op(src: Any, dst: Any, dim: int = -1, clear: bool = True,
+                  nan_propagate: bool = True) -> None:
         _emit_op(f"T.reduce_{kind}", Reduce, kind, src, dst, dim, clear)
 
     reduce_op.__name__ = f"reduce_{kind}"
-    reduce_op.__doc__ = f"``dst = {kind}(src, dim)`` (combined with dst when ``clear=False``)."
+    reduce_op.__doc__ = (f"``dst = {kind}(src, dim)`` (combined with dst when ``clear=False``). "
+                         "NaN propagates on every target, whatever ``nan_propagate`` says.")
     return reduce_op
 
 
@@ -370,9 +396,162 @@ def annotate_layout(layout_map: dict) -> None:
     k.annotations.setdefault("layout_map", {}).update(layout_map)
 
 
-def sync_threads() -> None:
-    """A block-wide barrier. The tile level needs none (the compiler inserts them); accepted."""
-    current("T.sync_threads").require_kernel("T.sync_threads")
+def annotate_safe_value(safe_value_map: dict) -> None:
+    """``T.annotate_safe_value({A: v})``: out-of-bounds reads of global ``A`` in ``T.Parallel``
+    give ``v`` instead of 0 (see :mod:`tegula.language.safe_access`)."""
+    k = current("T.annotate_safe_value").require_kernel("T.annotate_safe_value")
+    if not isinstance(safe_value_map, dict):
+        raise KernelTypeError("T.annotate_safe_value takes a dict {buffer: value}")
+    for buf, v in safe_value_map.items():
+        if not isinstance(buf, Buffer) or buf.scope != "global":
+            raise KernelTypeError(f"T.annotate_safe_value: keys must be global buffers, got {semantic.describe(buf)}")
+        k.safe_values[buf] = E.cast(buf.dtype, v)
+
+
+def _thread_var(k: Any) -> E.Var:
+    """The kernel's thread index, created on first use (the kernel becomes thread-level code)."""
+    if k.thread_var is None:
+        k.thread_var = E.Var("tx")
+    return k.thread_var
+
+
+def _tl_call(name: str, *args: Any) -> Stmt:
+    return Evaluate(E.Builtin(name, tuple(E.as_expr(a) for a in args), dt.bool_))
+
+
+def _barrier_addr(bar: Any, what: str) -> E.Builtin:
+    if isinstance(bar, Buffer):
+        bar = bar[0] if bar.ndim == 1 else bar
+    if not (isinstance(bar, E.BufferLoad) and bar.buffer.scope in ("shared", "shared.dyn")
+            and bar.buffer.dtype == dt.uint64):
+        raise KernelTypeError(f"{what}: expected a barrier from T.alloc_barrier (or one element of "
+                              f"it), got {semantic.describe(bar)}")
+    return E.Builtin("address_of", (bar,), dt.int64, (("ctype", "uint64_t"),))
+
+
+def alloc_barrier(arrive_count: Any) -> Buffer:
+    """``T.alloc_barrier(arrive_count)``: mbarriers in shared memory, one per entry of
+    ``arrive_count`` (an int gives one), each completing a phase when that many threads have
+    arrived. The kernel becomes thread-level code (see :func:`get_thread_binding`)."""
+    b = current("T.alloc_barrier")
+    k = b.require_kernel("T.alloc_barrier")
+    if b.loop_kinds:
+        raise ScopeError("T.alloc_barrier belongs at the top of the kernel, not inside a loop")
+    counts = [arrive_count] if isinstance(arrive_count, int) else list(arrive_count)
+    if not counts or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in counts):
+        raise KernelTypeError(f"T.alloc_barrier: arrive_count must be a positive int or a list of "
+                              f"them, got {arrive_count!r}")
+    buf = Buffer(b.take_name("mbarrier"), (len(counts),), dt.uint64, "shared")
+    k.allocs.append(buf)
+    tx = _thread_var(k)
+    inits = [_tl_call("tl::mbarrier_init", _barrier_addr(buf[i], "T.alloc_barrier"), c)
+             for i, c in enumerate(counts)]
+    b.emit(IfThenElse(E.compare("eq", tx, 0), seq(*inits)))
+    b.emit(Evaluate(E.Builtin("sync_threads", (), dt.bool_)))
+    return buf
+
+
+def mbarrier_arrive(mbarrier: Any, cta_id: Any = None) -> None:
+    """Every thread that runs it arrives once on ``mbarrier``."""
+    if cta_id is not None:
+        raise UnsupportedError("T.mbarrier_arrive(..., cta_id=) (cluster barriers) is not supported")
+    current("T.mbarrier_arrive").require_kernel("T.mbarrier_arrive")
+    current().emit(_tl_call("tl::mbarrier_arrive", _barrier_addr(mbarrier, "T.mbarrier_arrive")))
+
+
+def mbarrier_expect_tx(mbarrier: Any, tx: Any) -> None:
+    """Announce ``tx`` more bytes of asynchronous copies for the current phase (sm_90)."""
+    current("T.mbarrier_expect_tx").require_kernel("T.mbarrier_expect_tx")
+    current().emit(_tl_call("tl::mbarrier_expect_tx", _barrier_addr(mbarrier, "T.mbarrier_expect_tx"),
+                            E.cast(dt.uint32, tx)))
+
+
+def mbarrier_wait_parity(mbarrier: Any, parity: Any) -> None:
+    """Wait until the phase of ``mbarrier`` with this parity (0 or 1) has completed."""
+    current("T.mbarrier_wait_parity").require_kernel("T.mbarrier_wait_parity")
+    current().emit(_tl_call("tl::mbarrier_wait", _barrier_addr(mbarrier, "T.mbarrier_wait_parity"),
+                            E.cast(dt.int32, parity)))
+
+
+def barrier_arrive(barrier_id: Any) -> None:
+    """``T.barrier_arrive(bar)``: :func:`mbarrier_arrive` on a barrier from T.alloc_barrier."""
+    mbarrier_arrive(barrier_id)
+
+
+def barrier_wait(barrier_id: Any, parity: Any = 0) -> None:
+    """``T.barrier_wait(bar, parity)``: :func:`mbarrier_wait_parity`."""
+    mbarrier_wait_parity(barrier_id, parity)
+
+
+def get_thread_binding(dim: int = 0) -> E.Expr:
+    """``threadIdx.x`` (``dim=0``), ``.y`` or ``.z`` of the thread running this code.
+
+    A kernel that asks for it is thread-level code: each thread runs the kernel body, and element
+    stores and atomics that depend on the thread index are made by every thread (on the
+    interpreter too, which runs such kernels one lane per thread; see docs/language.md).
+    """
+    k = current("T.get_thread_binding").require_kernel("T.get_thread_binding")
+    if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim < 3:
+        raise KernelTypeError(f"T.get_thread_binding: dim must be 0, 1 or 2, got {dim!r}")
+    _thread_var(k)
+    dims = tuple(k.threads) + (1,) * (3 - len(k.threads))
+    if dims[dim] == 1:
+        return E.const(0)
+    below = 1
+    for d in dims[:dim]:
+        below *= d
+    t: E.Expr = k.thread_var if below == 1 else k.thread_var // below
+    return t if all(d == 1 for d in dims[dim + 1:]) else t % dims[dim]
+
+
+def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
+    """A block-wide barrier. Tile-level code needs none (the compiler inserts them), so there it
+    is accepted and does nothing; in thread-level code (``T.get_thread_binding``) it is
+    ``__syncthreads()``, or with ``barrier_id`` and ``arrive_count`` the named barrier ``bar.sync
+    id, count`` for that many threads."""
+    b = current("T.sync_threads")
+    k = b.require_kernel("T.sync_threads")
+    if k.thread_var is None:
+        return
+    if barrier_id is None:
+        b.emit(Evaluate(E.Builtin("sync_threads", (), dt.bool_)))
+        return
+    n = k.threads[0] if arrive_count is None else arrive_count
+    for x, what in ((barrier_id, "barrier_id"), (n, "arrive_count")):
+        if not isinstance(x, int) or isinstance(x, bool):
+            raise KernelTypeError(f"T.sync_threads: {what} must be a Python int, got {x!r}")
+    if not 0 <= barrier_id < 16 or n <= 0 or n % 32:
+        raise KernelTypeError(f"T.sync_threads: barrier_id must be 0..15 and arrive_count a positive "
+                              f"multiple of 32, got {barrier_id}, {n}")
+    b.emit(_tl_call("tl::named_barrier_sync", barrier_id, n))
+
+
+def assume(cond: Any) -> None:
+    """``T.assume(cond)``: a fact the compiler may use; accepted, and not used yet."""
+    current("T.assume")
+
+
+def pdl_trigger() -> None:
+    """Programmatic dependent launch: let the next kernel start (sm_90; nothing elsewhere since
+    kernels run in order there)."""
+    current("T.pdl_trigger").require_kernel("T.pdl_trigger")
+    current().emit(_tl_call("tl::pdl_trigger"))
+
+
+def pdl_sync() -> None:
+    """Programmatic dependent launch: wait for the previous kernel's memory (sm_90)."""
+    current("T.pdl_sync").require_kernel("T.pdl_sync")
+    current().emit(_tl_call("tl::pdl_sync"))
+
+
+def shfl_xor(value: Any, lane_mask: Any, width: int = 32) -> E.Expr:
+    """The ``value`` of the lane ``lane ^ lane_mask`` of this warp (thread-level code)."""
+    k = current("T.shfl_xor").require_kernel("T.shfl_xor")
+    if k.thread_var is None:
+        raise ScopeError("T.shfl_xor exchanges values between the threads of a warp; it needs "
+                         "thread-level code", hint="bind the thread index with T.get_thread_binding()")
+    v = E.as_expr(value)
+    return E.Builtin("shfl_xor", (v, E.as_expr(lane_mask), E.as_expr(width)), v.dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,7 +652,62 @@ def Cast(dtype: Any, value: Any) -> E.Expr:
     return E.cast(semantic.check_dtype(dtype, "T.Cast"), value)
 
 
-cast = Cast
+def cast(value: Any, dtype: Any) -> E.Expr:
+    """``T.cast(value, dtype)`` (TileLang's order; ``T.Cast`` takes the dtype first)."""
+    if isinstance(value, str) and not isinstance(dtype, str):  # T.cast(dtype, value) also reads
+        value, dtype = dtype, value
+    return E.cast(semantic.check_dtype(dtype, "T.cast"), value)
+
+
+def reinterpret(value: Any, dtype: Any) -> E.Expr:
+    """``T.reinterpret(value, dtype)``: the bits of ``value`` read as ``dtype`` (same width)."""
+    if isinstance(value, str) and not isinstance(dtype, str):  # T.reinterpret(dtype, value)
+        value, dtype = dtype, value
+    d = semantic.check_dtype(dtype, "T.reinterpret")
+    e = E.as_expr(value)
+    if e.dtype.bits != d.bits or e.dtype.is_bool or d.is_bool:
+        raise DTypeError(f"T.reinterpret: {e.dtype} ({e.dtype.bits} bits) cannot be read as {d} "
+                         f"({d.bits} bits); both must be numbers of the same width",
+                         hint="use T.cast to convert the value instead")
+    if e.dtype == d:
+        return e
+    return E.Builtin("bitcast", (e,), d)
+
+
+def isfinite(x: Any) -> E.Expr:
+    """True where ``x`` is neither NaN nor infinite."""
+    return E.binary("and", E.unary("not", E.call("isnan", x)), E.unary("not", E.call("isinf", x)))
+
+
+def __ldg(x: Any) -> Any:
+    """A load through the read-only data cache: the same value as ``x``."""
+    if not isinstance(x, E.BufferLoad):
+        raise KernelTypeError(f"T.__ldg takes an element of a buffer, got {semantic.describe(x)}")
+    return x
+
+
+def _fold_bool(op: str, buffer: Any, what: str) -> E.Expr:
+    if isinstance(buffer, Buffer):
+        buffer = buffer.region()
+    if not isinstance(buffer, BufferRegion):
+        raise KernelTypeError(f"{what} takes a buffer or a region, got {semantic.describe(buffer)}")
+    import itertools
+
+    out: Any = None
+    for idx in itertools.product(*(range(int(e)) for e in buffer.extents)):
+        load = buffer.buffer[tuple(s + i for s, i in zip(buffer.starts, idx))]
+        out = E.cast(dt.bool_, load) if out is None else E.binary(op, out, load)
+    return out
+
+
+def any_of(buffer: Any) -> E.Expr:
+    """True when some element of ``buffer`` (a small local buffer or region) is true."""
+    return _fold_bool("or", buffer, "T.any_of")
+
+
+def all_of(buffer: Any) -> E.Expr:
+    """True when every element of ``buffer`` (a small local buffer or region) is true."""
+    return _fold_bool("and", buffer, "T.all_of")
 
 
 def Select(cond: Any, then: Any, else_: Any) -> E.Expr:

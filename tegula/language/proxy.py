@@ -99,6 +99,8 @@ def const(names: str, dtype: Any = "int32") -> Any:
         raise KernelTypeError(f"T.const: expected names like \"M, N, K\", got {names!r}")
     out = []
     for p in parts:
+        if p not in b.consts and p in b.shape_hints:
+            b.consts[p] = b.shape_hints[p]
         if p in b.consts:
             out.append(b.consts[p])
         else:
@@ -121,6 +123,18 @@ def empty(shape: Any, dtype: Any = "float32") -> Buffer:
     buf = Buffer(b.take_name("out"), shp, semantic.check_dtype(dtype, "T.empty"), "global")
     b.params.append(buf)
     b.outputs.append(buf)
+    return buf
+
+
+def alloc_global(shape: Any, dtype: Any, scope: str = "global") -> Buffer:
+    """A global scratch tensor the runtime allocates for each call and does not return: the
+    kernels of one function hand data to each other through it (split, then combine)."""
+    b = current("T.alloc_global")
+    shp = _shape(shape, "T.alloc_global")
+    if any(isinstance(d, ConstSymbol) for d in shp):
+        next(d for d in shp if isinstance(d, ConstSymbol))._unbound()
+    buf = Buffer(b.take_name("workspace"), shp, semantic.check_dtype(dtype, "T.alloc_global"), "global")
+    b.workspaces.append(buf)
     return buf
 
 

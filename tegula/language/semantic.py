@@ -13,11 +13,12 @@ from typing import Any, Optional, Union
 
 from tegula.arith.simplify import simplify
 from tegula.errors import (DTypeError, KernelTypeError, OutOfBoundsError, RaceError, ScopeError,
-                           ShapeError)
+                           ShapeError, UnsupportedError)
 from tegula.ir import dtype as dt
 from tegula.ir.buffer import FRAGMENT, LOCAL, SHARED, Buffer, BufferRegion, Dim
 from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
 from tegula.ir.combiners import COMBINERS
+from tegula.ir.visitor import post_order_visit
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
 from tegula.ir.tile_rules import tile_rule
 
@@ -334,10 +335,30 @@ def check_lane_conflicts(nest: Any) -> None:
                     "one iteration would read what another one writes, in no defined order",
                     getattr(ld, "span", None) or st.span,
                     hint="read from one buffer and write another (or copy it to a fragment first)")
+def check_fragment_reads(e: Any) -> None:
+    """Outside ``T.Parallel``, an element of a fragment may be read only when the fragment has
+    one element: the elements of a larger one live in different threads. The same rule holds on
+    every target (the interpreter could read any element, the GPU cannot)."""
+    def see(n: Any) -> None:
+        if isinstance(n, BufferLoad) and n.buffer.scope == "local.fragment" and n.buffer.numel() != 1:
+            raise ScopeError(
+                f"fragment '{n.buffer.name}' is read element by element outside T.Parallel; its "
+                "elements are spread across the threads of the block, so single elements can only "
+                "be read inside a T.Parallel loop or through tile operations", n.span,
+                hint="read it inside `for i in T.Parallel(...)`, copy it to shared memory first, "
+                "or keep the value in a one-element fragment or T.alloc_var")
+    if isinstance(e, Expr):
+        post_order_visit(e, see)
 
 
 def check_dtype(x: Any, what: str) -> dt.DType:
     try:
-        return dt.as_dtype(x)
+        d = dt.as_dtype(x)
     except (TypeError, ValueError) as e:
         raise DTypeError(f"{what}: {e}") from None
+    if d.bits < 8:
+        raise UnsupportedError(f"{what}: packed {d.bits}-bit dtype {d.name} is not supported yet "
+                               "(tensors, buffers, casts and constants of it)",
+                               hint="hold the packed values as uint8 / int8 and unpack them with "
+                               "shifts and masks")
+    return d

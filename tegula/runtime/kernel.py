@@ -52,11 +52,13 @@ class JITKernel:
         self.prim_func = func
         self.target: Target = parse_target(target)
         self.pass_configs = check_pass_configs(pass_configs)
-        self.out_idx = normalize_out_idx(out_idx, len(func.params))
+        n_user = len(func.user_params())
+        self.out_idx = normalize_out_idx(out_idx, n_user)
         for i in self.out_idx:
             if not isinstance(func.params[i], Buffer):
                 raise ConfigError(f"out_idx names parameter '{func.params[i].name}', which is a scalar")
-        self.inputs = [i for i in range(len(func.params)) if i not in self.out_idx]
+        self.inputs = [i for i in range(n_user) if i not in self.out_idx]
+        self.workspaces = list(range(n_user, len(func.params)))  # T.alloc_global: ours to allocate
         self.pipeline = check_pipeline(pipeline, self.target, self.pass_configs)
         self.artifact = builder_for(self.target)(func, self.target, self.pass_configs, self.pipeline)
         self.device = "cpu" if kind_of(self.target).runs_on_host else "cuda"
@@ -80,7 +82,7 @@ class JITKernel:
             return self._call_with_host_arrays(args)
         bound = A.bind(self.func, self.inputs, args, self.device)
         values = bound.values
-        for i in self.out_idx:
+        for i in self.out_idx + self.workspaces:
             values[i] = A.alloc_output(self.func.params[i], bound.dyn, bound.like_torch, self.device)
         self.artifact.run(values)
         if bound.like_torch is not None and all(A.is_torch(a) for a in args):
@@ -102,7 +104,8 @@ class JITKernel:
         sig = self._signature(args)
         if sig is None or not all(s[3] for s in sig):
             return
-        outs = [(i, tuple(values[i].shape), values[i].dtype, values[i].device) for i in self.out_idx]
+        outs = [(i, tuple(values[i].shape), values[i].dtype, values[i].device)
+                for i in self.out_idx + self.workspaces]
         if len(self._plans) > 64:
             self._plans.clear()
         self._plans[sig] = outs
@@ -127,7 +130,7 @@ class JITKernel:
             if poisoned:
                 A.poison(values[i], self.func.params[i].dtype)
         self.artifact.run(values)
-        res = [values[i] for i, _, _, _ in outs]
+        res = [values[i] for i, _, _, _ in outs if i not in self.workspaces]
         if not res:
             return (None,)
         return (res[0] if len(res) == 1 else tuple(res),)

@@ -169,6 +169,31 @@ def builtin_rule(name: str) -> Callable[[BuiltinRule], BuiltinRule]:
     return deco
 
 
+INT32_MAX = 2**31 - 1
+_WIDE_OPS = ("add", "sub", "mul", "div", "floordiv", "floormod", "truncdiv", "truncmod", "min", "max")
+
+
+def may_exceed_int32(buf: Buffer) -> bool:
+    """A buffer whose element offsets may not fit in 32 bits: more than 2^31 - 1 elements, or a
+    shape or stride only known at run time."""
+    n = buf.numel()
+    if not isinstance(n, int) or n > INT32_MAX:
+        return True
+    return buf.strides is not None and not all(isinstance(s, int) for s in buf.strides)
+
+
+def widen(e: E.Expr) -> E.Expr:
+    """``e`` with its integer arithmetic done in 64 bits: every leaf of the add/sub/mul/div/min/max
+    tree is cast to int64 before it is combined (a cast of the result would come too late)."""
+    if isinstance(e, E.BinOp) and e.op in _WIDE_OPS:
+        return E.binary(e.op, widen(e.a), widen(e.b))
+    if isinstance(e, E.Const) and e.dtype.is_int:
+        return E.const(e.value, dt.int64)
+    if e.dtype.is_int and e.dtype.bits < 64:
+        return E.cast(dt.int64, e)
+    return e
+
+
 class ExprPrinter:
     """Renders expressions of one kernel. ``names`` maps IR variables/buffers to C names."""
 
@@ -215,19 +240,22 @@ class ExprPrinter:
             s: Any = 1
             for d in reversed(buf.shape):
                 acc.append(s)
-                s = E.binary("mul", d, s) if not (isinstance(s, int) and isinstance(d, int)) else s * d
+                s = d if isinstance(s, int) and s == 1 else \
+                    s * d if isinstance(s, int) and isinstance(d, int) else E.binary("mul", d, s)
             strides = tuple(reversed(acc))
+        wide = buf.scope == "global" and (self.index64 or may_exceed_int32(buf))
         flat: Any = None
         for i, st in zip(indices, strides):
             i = E.as_expr(i)
             if isinstance(i, E.Const) and i.value == 0:
                 continue
-            term = i if (isinstance(st, int) and st == 1) else E.binary("mul", i, st)
+            unit = isinstance(st, int) and st == 1
+            if wide:
+                i, st = widen(i), widen(E.as_expr(st))
+            term = i if unit else E.binary("mul", i, st)
             flat = term if flat is None else E.binary("add", flat, term)
         if flat is None:
             return E.const(0)
-        if self.index64 and buf.is_global and flat.dtype.bits < 64:
-            flat = E.cast(dt.int64, flat)
         return flat
 
     def element(self, buf: Buffer, indices: tuple) -> Rendered:
@@ -411,6 +439,12 @@ def _extern_call(p: ExprPrinter, e: E.Builtin) -> Rendered:
         tmpl = tmpl if isinstance(tmpl, (tuple, list)) else (tmpl,)
         targs = "<" + ", ".join(template_arg(a) for a in tmpl) + ">"
     return f"{e.name}{targs}({p.args(e.args)})", PRIMARY
+
+
+@builtin_rule("bitcast")
+def _bitcast(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    """``T.reinterpret``: the argument's bits as ``e.ret``."""
+    return f"tl::bit_cast<{e.ret.ctype}>({p.render(e.args[0])[0]})", PRIMARY
 
 
 @builtin_rule("thread_idx")

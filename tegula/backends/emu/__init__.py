@@ -49,7 +49,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, poison
-from tegula.backends.emu import builtins, exprs, stmts, warp  # noqa: F401 (rules)
+from tegula.backends.emu import builtins, exprs, mbarrier, stmts, warp  # noqa: F401 (rules)
 from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker

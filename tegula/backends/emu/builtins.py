@@ -14,7 +14,7 @@ import numpy as np
 
 from tegula.errors import RaceError, UnsupportedError
 from tegula.ir import expr as E
-from tegula.backends.closure import MASK, CExpr, compile_expr
+from tegula.backends.closure import MASK, CExpr, bitcast, compile_expr
 from tegula.backends.emu.context import STATE, BufInfo, Ctx, builtin_rule, lanes_of
 from tegula.backends.emu.exprs import compile_element
 from tegula.backends.emu.memory import (Addr, AsyncCopy, byte_offset, check_align, read_elems,
@@ -111,6 +111,11 @@ def _sync_warp(e: E.Builtin, ctx: Ctx) -> CExpr:
         warp_lanes(env, n, span, "__syncwarp()")
         return np.True_
     return CExpr(sync, False)
+
+
+@builtin_rule("bitcast")
+def _bitcast(e: E.Builtin, ctx: Ctx) -> CExpr:
+    return bitcast(e, ctx)
 
 
 @builtin_rule("shfl_xor")

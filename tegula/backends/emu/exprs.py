@@ -14,17 +14,9 @@ import numpy as np
 
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
-from tegula.ir.visitor import post_order_visit
-from tegula.backends.closure import MASK, CExpr, arith_binop, compile_expr
+from tegula.backends.closure import MASK, CExpr, arith_binop, compile_expr, has_effects
 from tegula.backends.emu.context import BUILTIN_RULES, RULES, STATE, Ctx, and_mask, expr_rule
 from tegula.backends.emu.memory import check_dims
-
-
-def has_effects(e: Any) -> bool:
-    """True when evaluating ``e`` touches memory (so it must not run for threads that skip it)."""
-    found = []
-    post_order_visit(e, lambda n: found.append(n) if isinstance(n, (E.BufferLoad, E.Builtin)) else None)
-    return bool(found)
 
 
 def _lazy(fc: Callable, fa: Callable, n: int, taken: bool, dummy: Any) -> Callable:

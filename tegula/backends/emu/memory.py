@@ -48,6 +48,7 @@ class BlockState:
     committed: np.ndarray                        # per thread: cp.async groups committed so far
     pending: list = field(default_factory=list)  # AsyncCopy records
     views: dict = field(default_factory=dict)    # np dtype -> pool view
+    mbarriers: dict = field(default_factory=dict)  # (buffer index, element) -> mbarrier state
 
     def pool_view(self, d: np.dtype) -> np.ndarray:
         v = self.views.get(d)

@@ -43,6 +43,7 @@ class Ctx:
     masked: bool = False                            # inside an if on a lane-varying condition
     loop_ok: bool = False                           # a serial/while loop encloses us (break ok)
     flags: dict = field(default_factory=dict)       # loop-local: saw break/continue
+    lane_vars: dict = field(default_factory=dict)   # id(local.var buffer) -> its per-lane slot
 
     def slot(self, node: Any) -> int:
         """The env slot of a var or buffer, allocating one the first time."""
@@ -51,7 +52,8 @@ class Ctx:
     def child(self, **changes: Any) -> "Ctx":
         """A copy sharing the slot tables, with some fields changed."""
         c = Ctx(self.slots, self.buffers, dict(self.par_vars), set(self.vec_vars),
-                self.in_parallel, self.ndim, self.depth, self.masked, self.loop_ok, self.flags)
+                self.in_parallel, self.ndim, self.depth, self.masked, self.loop_ok, self.flags,
+                self.lane_vars)
         for k, v in changes.items():
             setattr(c, k, v)
         return c

@@ -13,26 +13,50 @@ from typing import Any
 import numpy as np
 
 from tegula.errors import OutOfBoundsError
-from tegula.ir.expr import BufferLoad, Select
-from tegula.backends.closure import CExpr, compile_expr
+from tegula.ir.expr import Builtin, BufferLoad, Select
+from tegula.backends.closure import (MASK, ORDERING_ONLY, CExpr, bitcast, compile_expr,
+                                     has_effects)
 from tegula.backends.interp.context import Ctx, expr_rule
+
+
+@expr_rule(Builtin)
+def _builtin(e: Builtin, ctx: Ctx) -> CExpr:
+    if e.name == "bitcast":
+        return bitcast(e, ctx)
+    if e.name in ORDERING_ONLY:  # kernels run one after another here: nothing to order
+        return CExpr(lambda env: np.True_, False)
+    raise ctx.rules.unimplemented("builtin", e.name, e.span,
+                                  "thread-level builtins only exist after CUDA lowering")
 
 
 @expr_rule(Select)
 def _select(e: Select, ctx: Ctx) -> CExpr:
+    """Each side reads memory only for the lanes that take it, as C's ``?:`` does (so a guarded
+    load out of bounds is no error); sides without loads are evaluated for every lane."""
     c, t, f = (compile_expr(x, ctx) for x in (e.cond, e.then, e.else_))
     fc, ft, ff = c.fn, t.fn, f.fn
     npd = e.dtype.np
-    if c.vec or t.vec or f.vec:
-        def sel(env: list) -> Any:
-            cv, tv, fv = fc(env), ft(env), ff(env)
-            return np.where(cv, tv, fv).astype(npd, copy=False)
-        return CExpr(sel, True)
+    if not c.vec:
+        def pick(env: list) -> Any:
+            return ft(env) if fc(env) else ff(env)
+        return CExpr(pick, t.vec or f.vec)
+    if has_effects(e.then) or has_effects(e.else_):
+        def side(fa: Any, cv: Any, env: list) -> Any:
+            old = env[MASK]
+            env[MASK] = cv if old is None else old & cv
+            try:
+                return fa(env)
+            finally:
+                env[MASK] = old
 
-    def sel_scalar(env: list) -> Any:
-        tv, fv = ft(env), ff(env)  # both sides are evaluated, as on the device
-        return tv if fc(env) else fv
-    return CExpr(sel_scalar, False)
+        def sel_lazy(env: list) -> Any:
+            cv = fc(env)
+            return np.where(cv, side(ft, cv, env), side(ff, ~cv, env)).astype(npd, copy=False)
+        return CExpr(sel_lazy, True)
+
+    def sel(env: list) -> Any:
+        return np.where(fc(env), ft(env), ff(env)).astype(npd, copy=False)
+    return CExpr(sel, True)
 
 
 def out_of_bounds(node: Any, buffer: Any, index: Any, shape: Any) -> OutOfBoundsError:
@@ -44,6 +68,9 @@ def out_of_bounds(node: Any, buffer: Any, index: Any, shape: Any) -> OutOfBounds
 
 @expr_rule(BufferLoad)
 def _load(e: BufferLoad, ctx: Ctx) -> CExpr:
+    lane_slot = ctx.lane_vars.get(id(e.buffer))
+    if lane_slot is not None:  # a scalar variable holding one value per lane
+        return CExpr(lambda env: env[lane_slot], True)
     idx = [compile_expr(i, ctx) for i in e.indices]
     if any(i.vec for i in idx):
         from tegula.backends.interp.parallel import vector_load

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from tegula.ir.stmt import PrimFunc
+from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.runtime.args import to_numpy
 from tegula.target import Target
 from tegula.transform.pipeline import Pipeline, check_pipeline
@@ -20,8 +20,21 @@ class InterpArtifact:
         execute(self.func, [to_numpy(a) if hasattr(a, "shape") else a for a in args])
 
 
+def thread_level(func: PrimFunc) -> bool:
+    """Whether a kernel of ``func`` binds thread indices (``T.get_thread_binding``)."""
+    return any(isinstance(s, Kernel) and s.thread_var is not None
+               for s in (func.body.stmts if isinstance(func.body, SeqStmt) else (func.body,)))
+
+
 def build(func: PrimFunc, target: Target, pass_configs: dict,
-          pipeline: Optional[Pipeline] = None) -> InterpArtifact:
+          pipeline: Optional[Pipeline] = None) -> Any:
     """The ``cpu`` target's builder: the passes of ``pipeline`` (the interpreter's own is empty;
-    user passes run on the tile-level IR), then the interpreter."""
-    return InterpArtifact(check_pipeline(pipeline, target, pass_configs).run(func))
+    user passes run on the tile-level IR), then the interpreter. Thread-level kernels (which bind
+    thread indices) run as the emulator runs them, one lane per thread: their meaning is per
+    thread."""
+    func = check_pipeline(pipeline, target, pass_configs).run(func)
+    if thread_level(func):
+        from tegula.backends.emu.jit import build as emu_build
+
+        return emu_build(func, Target("cuda-emu", "sm_80"), pass_configs)
+    return InterpArtifact(func)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from tegula.errors import KernelSyntaxError, ScopeError, UnsupportedError
+from tegula.ir.visitor import post_order_visit
 from tegula.ir.stmt import Break, BufferStore, Continue, For, IfThenElse, Kernel, SeqStmt, Stmt, While
 from tegula.backends.closure import (JUMPS, MASK, BreakSignal, ContinueSignal, StmtFn,
                                      compile_expr, compile_stmt, jump, np_scalar, poison,
@@ -111,11 +112,30 @@ def _int_fn(f: Any) -> Any:
     return lambda env: int(f(env))
 
 
+def _stored_vars(s: Stmt) -> list:
+    """The ``local.var`` buffers that ``s`` stores into, in order of first store."""
+    found: dict = {}
+
+    def visit(n: Any) -> None:
+        if isinstance(n, BufferStore) and n.buffer.scope == "local.var":
+            found.setdefault(id(n.buffer), n.buffer)
+    post_order_visit(s, visit)
+    return list(found.values())
+
+
 def _parallel_for(s: For, ctx: Ctx) -> StmtFn:
     top = not ctx.in_parallel
+    private: list = []
     if top:
+        # A scalar variable written inside the nest holds one value per lane there, as each
+        # thread's register does on the GPU; the last lane's value is left when the nest ends.
+        lanes_of = dict(ctx.lane_vars)
+        for b in _stored_vars(s.body):
+            key = ctx.buffers.setdefault(("lane", id(b)), object())  # kept alive: ids stay unique
+            lanes_of[id(b)] = ctx.slot(key)
+            private.append((ctx.slot(b), lanes_of[id(b)]))
         ctx = ctx.child(in_parallel=True, ndim=_par_depth(s), depth=0, loop_ok=False,
-                        masked=False, flags={})
+                        masked=False, flags={}, lane_vars=lanes_of)
     axis = ctx.depth
     shape = [1] * ctx.ndim
     start_c = compile_expr(s.start, ctx)
@@ -155,10 +175,20 @@ def _parallel_for(s: For, ctx: Ctx) -> StmtFn:
     if not top:
         return run
 
-    def par_top(env: list) -> None:
+    if not private:
+        def par_top(env: list) -> None:
+            env[MASK] = None
+            run(env)
+        return par_top
+
+    def par_private(env: list) -> None:
         env[MASK] = None
+        for buf_slot, lane_slot in private:
+            env[lane_slot] = env[buf_slot][0]
         run(env)
-    return par_top
+        for buf_slot, lane_slot in private:
+            env[buf_slot][0] = np.asarray(env[lane_slot]).flat[-1]
+    return par_private
 
 
 @stmt_rule(While)
@@ -229,8 +259,11 @@ def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
 
 @stmt_rule(BufferStore)
 def _store(s: BufferStore, ctx: Ctx) -> StmtFn:
-    idx = [compile_expr(i, ctx) for i in s.indices]
     val = compile_expr(s.value, ctx)
+    lane_slot = ctx.lane_vars.get(id(s.buffer))
+    if lane_slot is not None:
+        return _lane_var_store(lane_slot, val.fn)
+    idx = [compile_expr(i, ctx) for i in s.indices]
     if ctx.in_parallel and (val.vec or any(i.vec for i in idx) or ctx.masked):
         from tegula.backends.interp.parallel import vector_store
 
@@ -256,6 +289,14 @@ def _store(s: BufferStore, ctx: Ctx) -> StmtFn:
             if not 0 <= i < n:
                 raise out_of_bounds(s, buf, ix, a.shape)
         a[ix] = fv(env)
+    return store
+
+
+def _lane_var_store(slot: int, fv: Any) -> StmtFn:
+    """A store into a scalar variable that holds one value per lane: masked lanes keep theirs."""
+    def store(env: list) -> None:
+        v, mask = fv(env), env[MASK]
+        env[slot] = np.array(v) if mask is None else np.where(mask, v, env[slot]).astype(v.dtype)
     return store
 
 

@@ -171,7 +171,9 @@ def test_row_sums_source():
     assert "__syncthreads();" in src
     assert "while (j < 64) {" in src
     assert "#pragma unroll" in src
-    assert "X[(by * 4 + (e >> 6)) * 64 + (e & 63)]" in src  # dynamic rows, power-of-two // and %
+    # dynamic rows (the buffer may exceed 2^31 elements: 64-bit offsets), power-of-two // and %
+    assert "X[((long long)by * 4LL + ((long long)e >> 6)) * 64LL + ((long long)e & 63LL)]" in src
+    assert "Xs[(e >> 6) * 64 + (e & 63)]" in src  # shared tiles stay 32-bit
     assert "tl::floormod(j, 3)" in src
     assert "j = j + 1;" in src
     # swizzle: block ids come from the rasterization, not blockIdx directly

@@ -307,10 +307,15 @@ def test_generated_wgmma_ops_are_current() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_arch_guards_hide_sm90_helpers_on_sm80(backend: str) -> None:
     source = ('#include "tegula/tegula.h"\n'
-              'extern "C" __global__ void k(uint64_t* b) { tl::mbarrier_init(b, 1); }\n')
-    with pytest.raises(Exception, match="mbarrier_init"):
+              'extern "C" __global__ void k(uint64_t* b) { tl::mbarrier_expect_tx(b, 16); }\n')
+    with pytest.raises(Exception, match="mbarrier_expect_tx"):
         _compile(source, "sm_80", backend)
     assert _compile(source, "sm_90", backend).cubin
+    # sm_80 has the mbarriers themselves (no transaction counts)
+    plain = ('#include "tegula/tegula.h"\n'
+             'extern "C" __global__ void k(uint64_t* b) { tl::mbarrier_init(b, 1); '
+             'tl::mbarrier_arrive(b); tl::mbarrier_wait(b, 0); }\n')
+    assert _compile(plain, "sm_80", backend).cubin
 
 
 # Runs the documented fragment layouts, reductions, integer helpers, atomics and (on Hopper) a

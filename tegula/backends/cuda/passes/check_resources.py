@@ -6,7 +6,8 @@ buffers and their sizes and says what to shrink; nothing is compiled.
 """
 from __future__ import annotations
 
-from tegula.errors import ResourceError
+from tegula.errors import ResourceError, UnsupportedError
+from tegula.ir.expr import Builtin
 from tegula.ir.stmt import Kernel, PrimFunc
 from tegula.ir.visitor import Visitor
 from tegula.backends.cuda.passes.plan_shared_memory import align
@@ -31,10 +32,30 @@ def kernel_smem(k: Kernel) -> list[tuple[str, tuple, str, int]]:
     return out
 
 
+# thread-level builtins that only sm_90 and later have, with the primitive a user wrote
+SM90_ONLY = {"tl::mbarrier_expect_tx": "T.mbarrier_expect_tx",
+             "tl::mbarrier_arrive_expect_tx": "T.mbarrier_arrive with a transaction count",
+             "tl::pdl_trigger": "T.pdl_trigger", "tl::pdl_sync": "T.pdl_sync"}
+
+
+def _cc(arch: str) -> int:
+    digits = "".join(c for c in arch if c.isdigit())
+    return int(digits) if digits else 80
+
+
 def check_resources(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
     limit = smem_limit(arch)
+    old_arch = _cc(arch) < 90
 
     class V(Visitor):
+        def visit_Builtin(self, e: Builtin) -> None:
+            if old_arch and e.name in SM90_ONLY:
+                raise UnsupportedError(f"{SM90_ONLY[e.name]} needs sm_90 (Hopper) or newer; this "
+                                       f"kernel is built for {arch}", e.span,
+                                       hint="build for cuda:sm_90a, or use T.mbarrier_arrive / "
+                                       "T.mbarrier_wait_parity without transaction counts")
+            self.generic_visit(e)
+
         def visit_Kernel(self, k: Kernel) -> None:
             if k.num_threads > 1024:
                 raise ResourceError(f"this kernel asks for {k.num_threads} threads per block; CUDA allows "
@@ -50,6 +71,8 @@ def check_resources(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
                     f"this kernel needs {total} bytes of shared memory per block but {arch} allows "
                     f"{limit}: {lines}", k.span,
                     hint="use smaller tiles (block sizes) or fewer pipeline stages (num_stages)")
+            if old_arch:
+                self.generic_visit(k)
 
     V().visit(func)
     return func

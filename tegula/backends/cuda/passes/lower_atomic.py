@@ -21,7 +21,8 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Expr
 from tegula.ir.stmt import Atomic, Evaluate, IfThenElse, Stmt
 from tegula.ir.tile_rules import tile_rule
-from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, guard_primary,
+from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, block_expr, call, guard_primary,
+                                                          per_thread,
                                                           region_index, strided, whole)
 
 _ATOMIC_FN = {"add": "tl::atomic_add", "max": "tl::atomic_max", "min": "tl::atomic_min"}
@@ -43,7 +44,8 @@ def _guarded(ctx: Ctx, s: Atomic, didx: tuple, value: Expr) -> Stmt:
 def lower_atomic(ctx: Ctx, s: Atomic) -> Stmt:
     if isinstance(s.value, E.Expr):
         idx = tuple(st for st, _ in s.dst.ranges)
-        return IfThenElse(E.compare("eq", ctx.tid, 0), atomic_update(ctx, s.kind, s.dst.buffer, idx, s.value))
+        st = atomic_update(ctx, s.kind, s.dst.buffer, idx, block_expr(ctx, s.value))
+        return st if per_thread(ctx, *idx, s.value) else IfThenElse(E.compare("eq", ctx.tid, 0), st)
     v = s.value
     if v.buffer.is_fragment and whole(v):
         lay = ctx.layout(v.buffer)

@@ -32,7 +32,7 @@ from tegula.backends.cuda.passes import lower_atomic, lower_copy, lower_fill, lo
 from tegula.backends.cuda.passes import lower_print, lower_reduce  # noqa: F401 (register rules)
 from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, infer_layouts
 from tegula.backends.cuda.passes.lower_parallel import lower_parallel
-from tegula.backends.cuda.passes.lowering_context import Ctx, block_expr
+from tegula.backends.cuda.passes.lowering_context import Ctx, block_expr, per_thread, varies
 from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain
 from tegula.layout.wgmma import WgmmaShared
 
@@ -50,8 +50,13 @@ def lower_tile_ops(func: PrimFunc) -> PrimFunc:
 def lower_kernel(k: Kernel) -> Kernel:
     """One kernel in thread-level form, with its layouts recorded in its annotations."""
     plan = infer_layouts(k)
-    tid = E.Var("tx")
+    tid = k.thread_var if k.thread_var is not None else E.Var("tx")  # T.get_thread_binding's
     ctx = Ctx(plan, tid, k.num_threads)
+    # thread-level code: values derived from the thread index vary per thread, and an element
+    # store or atomic that depends on one (or sits under control flow that does) is made by
+    # every thread instead of by thread 0 alone
+    ctx.varying = [tid] if k.thread_var is not None else []
+    ctx.divergent = False
     ctx.smem_layouts = choose_shared_layouts(k)
     ctx.bind_range(tid, 0, k.num_threads - 1)
     ctx.block_vars = tuple(k.block_vars)
@@ -92,6 +97,14 @@ def lower_block(ctx: Ctx, s: Stmt) -> Stmt:
     raise UnsupportedError(f"unimplemented op {type(s).__name__} for target cuda", s.span)
 
 
+def _under(ctx: Ctx, divergent: bool, s: Stmt) -> Stmt:
+    old, ctx.divergent = ctx.divergent, ctx.divergent or divergent
+    try:
+        return lower_block(ctx, s)
+    finally:
+        ctx.divergent = old
+
+
 def _spanned(s: Stmt, src: Stmt) -> Stmt:
     """Mark the code one tile op became, with the op's span (for `// file:line` and barriers)."""
     name = "T.Parallel" if isinstance(src, For) else f"T.{type(src).__name__.lower()}"
@@ -109,18 +122,20 @@ def _for(ctx: Ctx, s: For) -> Stmt:
             and s.step == 1:
         ctx.bind_range(s.var, 0, max(0, s.extent - 1))
     kind = "serial" if s.kind in ("pipelined", "serial") else s.kind
-    return For(s.var, block_expr(ctx, s.start), s.extent, lower_block(ctx, s.body), kind, s.step,
+    body = _under(ctx, varies(ctx, s.start, s.extent), s.body)
+    return For(s.var, block_expr(ctx, s.start), s.extent, body, kind, s.step,
                {k: v for k, v in s.annotations.items() if k not in ("num_stages", "order", "stage", "group")},
                span=s.span)
 
 
 def _while(ctx: Ctx, s: While) -> Stmt:
-    return While(block_expr(ctx, s.cond), lower_block(ctx, s.body), span=s.span)
+    return While(block_expr(ctx, s.cond), _under(ctx, varies(ctx, s.cond), s.body), span=s.span)
 
 
 def _if(ctx: Ctx, s: IfThenElse) -> Stmt:
-    return IfThenElse(block_expr(ctx, s.cond), lower_block(ctx, s.then),
-                      lower_block(ctx, s.else_) if s.else_ is not None else None, span=s.span)
+    d = varies(ctx, s.cond)
+    return IfThenElse(block_expr(ctx, s.cond), _under(ctx, d, s.then),
+                      _under(ctx, d, s.else_) if s.else_ is not None else None, span=s.span)
 
 
 def _let(ctx: Ctx, s: LetStmt) -> Stmt:
@@ -128,6 +143,8 @@ def _let(ctx: Ctx, s: LetStmt) -> Stmt:
 
     b = bound(s.value, ctx.ranges) if s.value.dtype.is_int else None
     ctx.ranges.pop(s.var, None)  # never keep the range of an earlier copy of the let
+    if varies(ctx, s.value):
+        ctx.varying.append(s.var)
     if b is not None:
         ctx.bind_range(s.var, *b)  # so guards on it can be proven away
     return LetStmt(s.var, block_expr(ctx, s.value), span=s.span)
@@ -156,7 +173,14 @@ def _store(ctx: Ctx, s: BufferStore) -> Stmt:
         lay = ctx.layout(b)
         return ctx.unroll("k", lay.local_size, lambda k: ctx.store(b, (), value, k=k))
     st = ctx.store(b, tuple(block_expr(ctx, i) for i in s.indices), value)
+    if per_thread(ctx, *s.indices, s.value):
+        return st
     return IfThenElse(E.compare("eq", ctx.tid, 0), st, span=s.span)
+
+
+def _evaluate(ctx: Ctx, s: Evaluate) -> Stmt:
+    value = block_expr(ctx, s.value)  # barrier calls: shared operands move to their lowered buffers
+    return s if value is s.value else Evaluate(value, span=s.span)
 
 
 _BLOCK: dict[type, Callable[[Ctx, Any], Stmt]] = {

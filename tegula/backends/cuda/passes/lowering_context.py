@@ -16,7 +16,7 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import LOCAL, SHARED_DYN, Buffer, BufferRegion
 from tegula.ir.expr import Builtin, BufferLoad, Expr, Var
 from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, Stmt, seq
-from tegula.ir.visitor import Mutator
+from tegula.ir.visitor import Mutator, uses_var
 from tegula.layout.fragment import Fragment, Replicated, RowsOf, MmaLayout, RowLayout, unflatten
 from tegula.layout.shared import RowMajor
 from tegula.backends.cuda.passes.layout_inference import LayoutPlan
@@ -279,3 +279,16 @@ def whole(r: BufferRegion) -> bool:
     from tegula.arith.simplify import const_int
 
     return all(const_int(s) == 0 and e == d for (s, e), d in zip(r.ranges, r.buffer.shape))
+
+
+def varies(ctx: Ctx, *es: Any) -> bool:
+    """Whether any of ``es`` depends on the thread index of thread-level code
+    (``T.get_thread_binding``; ``ctx.varying`` holds it and the lets derived from it)."""
+    vs = getattr(ctx, "varying", None)
+    return bool(vs) and any(isinstance(e, E.Expr) and uses_var(e, vs) for e in es)
+
+
+def per_thread(ctx: Ctx, *es: Any) -> bool:
+    """Whether a block-level store or atomic touching ``es`` is made by every thread (in
+    thread-level code, when it depends on the thread index or sits under control flow that does)."""
+    return getattr(ctx, "divergent", False) or varies(ctx, *es)

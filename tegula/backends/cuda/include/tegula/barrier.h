@@ -84,6 +84,31 @@ TL_DEVICE unsigned cluster_cta_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
+/// Programmatic dependent launch: the next kernel in the stream may start (griddepcontrol).
+TL_DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+/// Programmatic dependent launch: wait until the previous kernel's memory is visible.
+TL_DEVICE void pdl_sync() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+#else   // sm_80: the mbarrier subset it has (no transaction counts, no try_wait)
+/// Initialize an mbarrier for arrive_count arrivals per phase. One thread, then a block barrier.
+TL_DEVICE void mbarrier_init(uint64_t* bar, unsigned arrive_count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrive_count)
+               : "memory");
+}
+/// Arrive once on bar.
+TL_DEVICE void mbarrier_arrive(uint64_t* bar) {
+  unsigned long long state;
+  asm volatile("mbarrier.arrive.shared.b64 %0, [%1];\n" : "=l"(state) : "r"(smem_addr(bar))
+               : "memory");
+}
+/// Block until the phase with the given parity has completed.
+TL_DEVICE void mbarrier_wait(uint64_t* bar, int phase) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "TL_WAIT:\n"
+      "mbarrier.test_wait.parity.shared.b64 p, [%0], %1;\n"
+      "@!p bra TL_WAIT;\n}\n"
+      ::"r"(smem_addr(bar)), "r"(phase) : "memory");
+}
 #endif  // TL_SM90
 
 }  // namespace tl

@@ -73,6 +73,13 @@ template <> struct is_lowp<bfloat16_t> { static constexpr bool value = true; };
 template <> struct is_lowp<fp8_e4_t> { static constexpr bool value = true; };
 template <> struct is_lowp<fp8_e5_t> { static constexpr bool value = true; };
 
+/// The bits of x read as a To of the same size (T.reinterpret).
+template <class To, class From>
+TL_DEVICE To bit_cast(From x) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of one size");
+  return *reinterpret_cast<const To*>(&x);
+}
+
 // ---------------------------------------------------------------- shared-memory addresses
 /// 32-bit shared-state-space address of a generic pointer into shared memory.
 TL_DEVICE unsigned smem_addr(const void* ptr) {
