@@ -249,6 +249,62 @@ def test_cumsum_unary_math_and_casts(target, rng):
     np.testing.assert_allclose(z.astype(np.float64), ref, rtol=1e-2, atol=1e-2)
 
 
+def _cvt_rzi(x: np.ndarray, dtype: type) -> np.ndarray:
+    """PTX cvt.rzi: truncate toward zero, saturate to the range, NaN -> 0 (exact, in Python ints)."""
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    out = [0 if np.isnan(v) else hi if v == np.inf else lo if v == -np.inf else max(lo, min(hi, int(v)))
+           for v in x.astype(np.float64)]
+    return np.array(out, dtype=dtype)
+
+
+def test_integer_wrap_and_float_to_int_saturation(target, rng):
+    N = 256
+    outs = {"I8": "int8", "U8": "uint8", "I16": "int16", "I32": "int32", "U32": "uint32", "I64": "int64",
+            "H8": "int8", "C8": "int8"}
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32"), H: T.Tensor((N,), "float16"), A: T.Tensor((N,), "int32"),
+             L: T.Tensor((N,), "int64"), I8: T.Tensor((N,), "int8"), U8: T.Tensor((N,), "uint8"),
+             I16: T.Tensor((N,), "int16"), I32: T.Tensor((N,), "int32"), U32: T.Tensor((N,), "uint32"),
+             I64: T.Tensor((N,), "int64"), H8: T.Tensor((N,), "int8"), C8: T.Tensor((N,), "int8"),
+             W: T.Tensor((N,), "int32"), Q: T.Tensor((N,), "int64")):
+        with T.Kernel(1, threads=128) as _:
+            xs = T.alloc_shared((N,), "float32")
+            T.copy(X, xs)
+            T.copy(xs, C8)
+            for i in T.Parallel(N):
+                I8[i] = T.Cast("int8", X[i])
+                U8[i] = T.Cast("uint8", X[i])
+                I16[i] = T.Cast("int16", X[i])
+                I32[i] = T.Cast("int32", X[i])
+                U32[i] = T.Cast("uint32", X[i])
+                I64[i] = T.Cast("int64", X[i])
+                H8[i] = T.Cast("int8", H[i])
+                W[i] = A[i] * 65536 + (T.int32(2**31 - 1) + 1)  # wraps, as the constant folds
+                Q[i] = T.truncdiv(L[i], 3) + T.truncmod(L[i], 7)
+
+    k = tilelang.compile(main, target=target)
+    special = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e19, -1e19, 1e20, 255.9, -0.9, -1.5,
+                        127.5, -128.9, 2.0**31, 2.0**63, -(2.0**63)])
+    x = rng.standard_normal(N) * 1e3
+    x[rng.choice(N, special.size, replace=False)] = special
+    x = x.astype(np.float32)
+    h = (rng.standard_normal(N) * 300).astype(np.float16)
+    h[rng.choice(N, 3, replace=False)] = [np.nan, np.inf, -np.inf]
+    a = rng.integers(-(2**31), 2**31, N, dtype=np.int64).astype(np.int32)
+    big = rng.integers(-(2**62), 2**62, N, dtype=np.int64)
+    bufs = {name: np.empty(N, dtype=d) for name, d in outs.items()}
+    w, q = np.empty(N, np.int32), np.empty(N, np.int64)
+    k(x, h, a, big, *bufs.values(), w, q)
+    for name, d in outs.items():
+        src = h if name == "H8" else x
+        np.testing.assert_array_equal(bufs[name], _cvt_rzi(src, np.dtype(d).type), err_msg=name)
+    np.testing.assert_array_equal(w, ((a.astype(np.int64) * 65536 - 2**31 + 2**31) % 2**32 - 2**31).astype(np.int32))
+    tq = [int(abs(v) // 3) * (1 if v >= 0 else -1) + int(np.sign(v)) * (abs(int(v)) % 7) for v in big.tolist()]
+    np.testing.assert_array_equal(q, np.array(tq, dtype=np.int64))
+
+
 def test_lazy_factory_cache_normalizes_arguments_and_get_tir_does_not_compile(monkeypatch):
     calls = []
 

@@ -363,6 +363,8 @@ def _cast(p: ExprPrinter, e: E.Cast) -> Rendered:
     to, frm = e.to, e.value.dtype
     if is_lowp(to) or is_lowp(frm):
         return f"tl::cast<{to.ctype}>({p(e.value)})", PRIMARY
+    if frm.is_float and to.is_int:  # cvt.rzi at every width: saturating, NaN -> 0 (tegula/ir/ops.py)
+        return f"tl::float_to_int<{to.ctype}>({p(e.value)})", PRIMARY
     return f"({to.ctype}){p.sub(e.value, UNARY)}", UNARY
 
 

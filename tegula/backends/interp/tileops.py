@@ -11,6 +11,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tegula.errors import OutOfBoundsError, ScopeError, ShapeError
+from tegula.ir import ops
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.combiners import COMBINERS, Combiner
 from tegula.ir.expr import Const
@@ -140,13 +141,16 @@ def _convert(tile: np.ndarray, dst: np.ndarray) -> np.ndarray:
 def _copy(s: Copy, ctx: Ctx) -> StmtFn:
     _not_in_parallel(s, ctx, "T.copy")
     src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
-    narrow_dst = is_narrow(s.dst.buffer.dtype) and s.src.buffer.dtype != s.dst.buffer.dtype \
-        and s.src.buffer.dtype.np != F32
+    sd, dd = s.src.buffer.dtype, s.dst.buffer.dtype
+    narrow_dst = is_narrow(dd) and sd != dd and sd.np != F32
+    to_int = sd.is_float and dd.is_int  # saturating, NaN -> 0 (the operator table's cast)
 
     def copy(env: list) -> None:
         tile = src.read(env)
         if narrow_dst:
             tile = tile.astype(F32)
+        elif to_int:
+            tile = ops.cast_array(tile, sd, dd)
         dst.write(env, tile)
     return copy
 

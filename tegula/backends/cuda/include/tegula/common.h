@@ -80,6 +80,19 @@ TL_DEVICE To bit_cast(From x) {
   return *reinterpret_cast<const To*>(&x);
 }
 
+// Integer types a float converts to with saturation (bool is not one of them).
+template <class T> struct is_int { static constexpr bool value = false; };
+template <> struct is_int<signed char> { static constexpr bool value = true; };
+template <> struct is_int<unsigned char> { static constexpr bool value = true; };
+template <> struct is_int<short> { static constexpr bool value = true; };
+template <> struct is_int<unsigned short> { static constexpr bool value = true; };
+template <> struct is_int<int> { static constexpr bool value = true; };
+template <> struct is_int<unsigned> { static constexpr bool value = true; };
+template <> struct is_int<long> { static constexpr bool value = true; };
+template <> struct is_int<unsigned long> { static constexpr bool value = true; };
+template <> struct is_int<long long> { static constexpr bool value = true; };
+template <> struct is_int<unsigned long long> { static constexpr bool value = true; };
+
 // ---------------------------------------------------------------- shared-memory addresses
 /// 32-bit shared-state-space address of a generic pointer into shared memory.
 TL_DEVICE unsigned smem_addr(const void* ptr) {
@@ -111,17 +124,54 @@ template <> struct FromFloat<fp8_e5_t> {
   static TL_DEVICE fp8_e5_t f(float x) { return fp8_e5_t(x); }
   static TL_DEVICE fp8_e5_t d(double x) { return fp8_e5_t(x); }
 };
+
+// cvt.rzi: truncate toward zero, saturate to the destination's range, NaN -> 0.
+TL_DEVICE int rzi_s32(float x) { return __float2int_rz(x); }
+TL_DEVICE int rzi_s32(double x) { return __double2int_rz(x); }
+TL_DEVICE unsigned rzi_u32(float x) { return __float2uint_rz(x); }
+TL_DEVICE unsigned rzi_u32(double x) { return __double2uint_rz(x); }
+TL_DEVICE long long rzi_s64(float x) { return __float2ll_rz(x); }
+TL_DEVICE long long rzi_s64(double x) { return __double2ll_rz(x); }
+TL_DEVICE unsigned long long rzi_u64(float x) { return __float2ull_rz(x); }
+TL_DEVICE unsigned long long rzi_u64(double x) { return __double2ull_rz(x); }
 }  // namespace detail
+
+/// float or double -> integer type ``To`` as PTX ``cvt.rzi`` defines it for every width: the
+/// value truncated toward zero and saturated to ``To``'s range, NaN giving 0 (for 8- and 16-bit
+/// types C's own conversion would wrap the 32-bit result instead).
+template <class To, class F>
+TL_DEVICE To float_to_int(F x) {
+  constexpr bool is_unsigned = static_cast<To>(-1) > static_cast<To>(0);
+  if constexpr (sizeof(To) == 8) {
+    if constexpr (is_unsigned) return static_cast<To>(detail::rzi_u64(x));
+    else return static_cast<To>(detail::rzi_s64(x));
+  } else if constexpr (sizeof(To) == 4) {
+    if constexpr (is_unsigned) return static_cast<To>(detail::rzi_u32(x));
+    else return static_cast<To>(detail::rzi_s32(x));
+  } else if constexpr (is_unsigned) {
+    constexpr unsigned hi = (1u << (8 * sizeof(To))) - 1u;
+    unsigned v = detail::rzi_u32(x);
+    return static_cast<To>(v > hi ? hi : v);
+  } else {
+    constexpr int hi = (1 << (8 * sizeof(To) - 1)) - 1;
+    int v = detail::rzi_s32(x);
+    return static_cast<To>(v > hi ? hi : v < -hi - 1 ? -hi - 1 : v);
+  }
+}
 
 /// Convert a scalar between any two of: half_t, bfloat16_t, fp8_e4_t, fp8_e5_t, float, double,
 /// bool and the integer types. Low-precision floats go through float (exact for widening);
-/// double narrows to half/bf16/fp8 in one rounding. float -> int truncates toward zero.
+/// double narrows to half/bf16/fp8 in one rounding. float -> int is ``float_to_int``.
 template <class To, class From>
 TL_DEVICE To cast(From x) {
   if constexpr (is_same<To, From>::value) {
     return x;
   } else if constexpr (is_lowp<From>::value && is_lowp<To>::value) {
     return detail::FromFloat<To>::f(detail::to_float(x));
+  } else if constexpr (is_int<To>::value && is_lowp<From>::value) {
+    return float_to_int<To>(detail::to_float(x));
+  } else if constexpr (is_int<To>::value && (is_same<From, float>::value || is_same<From, double>::value)) {
+    return float_to_int<To>(x);
   } else if constexpr (is_lowp<From>::value) {
     return static_cast<To>(detail::to_float(x));
   } else if constexpr (is_lowp<To>::value && is_same<From, double>::value) {
