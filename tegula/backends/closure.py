@@ -316,16 +316,27 @@ def uniform_if(cond: ExprFn, then: StmtFn, else_: Optional[StmtFn]) -> StmtFn:
     return if_else
 
 
+def iteration(body: StmtFn) -> Callable[[Env], bool]:
+    """``body`` as one iteration of a loop that takes ``break`` and ``continue``: the function
+    returns False when the body broke out of the loop (a ``continue`` just ends the iteration)."""
+    def step(env: Env) -> bool:
+        try:
+            body(env)
+        except ContinueSignal:
+            pass
+        except BreakSignal:
+            return False
+        return True
+    return step
+
+
 def uniform_while(cond: ExprFn, body: StmtFn) -> StmtFn:
     """``while cond: body``, taking ``break`` and ``continue`` raised by the body."""
+    step = iteration(body)
+
     def loop(env: Env) -> None:
-        while cond(env):
-            try:
-                body(env)
-            except ContinueSignal:
-                continue
-            except BreakSignal:
-                break
+        while cond(env) and step(env):
+            pass
     return loop
 
 

@@ -40,7 +40,9 @@ class _Verifier(Visitor):
 
     def visit(self, node: Any) -> None:
         saved = self.span
-        self.span = getattr(node, "span", None) or saved
+        # a variable's span is where it was defined: report uses at the enclosing node
+        own = None if isinstance(node, E.Var) else getattr(node, "span", None)
+        self.span = own or saved
         super().visit(node)
         self.span = saved
 

@@ -24,6 +24,7 @@ from typing import Any, Callable
 from tegula.arith.bound import bound
 from tegula.errors import (DTypeError, KernelNameError, KernelSyntaxError, KernelTypeError,
                            ScopeError, TegulaError)
+from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.span import Span, span_scope
@@ -212,11 +213,15 @@ class Parser:
         if node.value is None:
             return
         value = self.eval(node.value)
-        try:
-            d = semantic.check_dtype(ann, "annotation")
-            value = E.cast(d, value)
-        except TegulaError:
-            pass
+        if isinstance(ann, str):  # a dtype name: an unknown one is the user's mistake
+            value = E.cast(semantic.check_dtype(ann, "annotation"), value)
+        else:
+            try:
+                d = dt.as_dtype(ann)
+            except (TypeError, ValueError):
+                d = None  # a Python type (list, tuple, ...) that is no dtype: host code
+            if d is not None:
+                value = E.cast(d, value)
         self.assign(node.target, value, node.value)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:

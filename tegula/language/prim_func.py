@@ -13,6 +13,7 @@ from tegula.ir.dtype import DType
 from tegula.ir.expr import Var
 from tegula.ir.span import span_scope
 from tegula.ir.stmt import PrimFunc, seq
+from tegula.ir.verify import verify
 from tegula.language import semantic
 from tegula.language.builder import Builder, active, building, caller_span
 from tegula.language.parser import Parser, Source, function_scope, run_body
@@ -99,12 +100,20 @@ def _workspace_attrs(b: Builder) -> dict:
 
 
 def prim_func(func: Optional[Callable] = None, *, private: bool = False, check_well_formed: bool = True) -> Any:
-    """Decorator: parse the function into a :class:`PrimFunc` now."""
+    """Decorator: parse the function into a :class:`PrimFunc` now; with ``check_well_formed``
+    (the default) the result is verified (:func:`tegula.ir.verify.verify`), raising
+    ``VerifyError`` at the offending line."""
     caller = inspect.currentframe().f_back  # type: ignore[union-attr]
     outer = dict(caller.f_locals) if caller is not None else None
+
+    def parse(f: Callable) -> PrimFunc:
+        pf = parse_prim_func(f, outer)
+        if check_well_formed:
+            verify(pf)
+        return pf
     if func is None:
-        return lambda f: parse_prim_func(f, outer)
-    return parse_prim_func(func, outer)
+        return parse
+    return parse(func)
 
 
 @dataclass

@@ -9,6 +9,7 @@ failure is a typed tegula error; the parser attaches the user's source line to i
 """
 from __future__ import annotations
 
+import difflib
 from typing import Any, Optional, Union
 
 from tegula.arith.simplify import simplify
@@ -355,7 +356,9 @@ def check_dtype(x: Any, what: str) -> dt.DType:
     try:
         d = dt.as_dtype(x)
     except (TypeError, ValueError) as e:
-        raise DTypeError(f"{what}: {e}") from None
+        close = difflib.get_close_matches(x, [d.name for d in dt.ALL_DTYPES], n=1) \
+            if isinstance(x, str) else []
+        raise DTypeError(f"{what}: {e}", hint=f"did you mean '{close[0]}'?" if close else None) from None
     if d.bits < 8:
         raise UnsupportedError(f"{what}: packed {d.bits}-bit dtype {d.name} is not supported yet "
                                "(tensors, buffers, casts and constants of it)",

@@ -307,3 +307,45 @@ def test_bad_out_idx_target_and_pass_config():
         tilelang.compile(scale, target="cpu", pass_configs={"tl.disable_tma_lowr": True})
     k = tilelang.compile(scale, target="cpu", pass_configs={tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER: True})
     assert k.pass_configs == {"tl.disable_tma_lower": True}
+
+
+def test_check_well_formed_verifies_the_kernel():
+    def build(check):
+        @T.prim_func(check_well_formed=check)
+        def main(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.serial(4):
+                    A[i] = 1.0
+                A[i] = 2.0
+        return main
+
+    with pytest.raises(errors.TegulaError) as ei:
+        build(True)
+    check(ei, errors.VerifyError, "var 'i' is used outside the scope", line_text="A[i] = 2.0")
+    assert build(False).name == "main"  # not verified when asked not to
+
+
+def test_unknown_dtype_in_an_annotation():
+    with pytest.raises(errors.TegulaError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1) as bx:
+                x: "flaot32" = 1.0
+                A[0] = x
+    msg = check(ei, errors.DTypeError, "unknown dtype 'flaot32'", line_text='x: "flaot32" = 1.0')
+    assert "did you mean 'float32'" in msg
+
+
+def test_annotations_that_are_dtypes_or_python_types(rng):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "int32")):
+        with T.Kernel(1) as bx:
+            sizes: tuple = (4,)
+            for i in T.serial(sizes[0]):
+                x: "int32" = A[i]
+                y: T.float32 = x
+                B[i] = y
+    a = (rng.standard_normal(4) * 10).astype(np.float32)
+    b = np.zeros(4, np.int32)
+    tilelang.compile(main, target="cpu")(a, b)
+    np.testing.assert_array_equal(b, np.trunc(a).astype(np.int32))

@@ -209,7 +209,6 @@ class Launcher:
         self.arch = arch
         params = module.params
         self.n = len(params)
-        self._tensor_pos = [p.source for p in params if p.kind == "buffer"]
         self._plan = [(p.kind, p.source, _scalar_bits(p) if p.kind != "tmap" else _tma_encoder(p))
                       for p in params]
         # one 8-byte slot per parameter; a tensor map (128 bytes) takes 16

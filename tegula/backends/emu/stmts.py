@@ -15,7 +15,7 @@ import numpy as np
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
 from tegula.ir.stmt import AttrStmt, Break, BufferStore, Continue, For, IfThenElse, While
-from tegula.backends.closure import (JUMPS, MASK, BreakSignal, ContinueSignal, StmtFn,
+from tegula.backends.closure import (JUMPS, MASK, StmtFn, iteration,
                                      compile_expr, compile_stmt, jump, uniform_if, uniform_while)
 from tegula.backends.emu.context import Ctx, and_mask, stmt_rule
 from tegula.backends.emu.memory_ops import compile_store
@@ -68,15 +68,13 @@ def _for(s: For, ctx: Ctx) -> StmtFn:
                 body(env)
         return loop
 
+    one = iteration(body)
+
     def loop_jumps(env: list) -> None:
         b = int(fs(env))
         for i in range(int(fe(env))):
             env[slot] = vt(b + i * step)
-            try:
-                body(env)
-            except ContinueSignal:
-                continue
-            except BreakSignal:
+            if not one(env):
                 break
     return loop_jumps
 

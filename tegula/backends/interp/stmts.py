@@ -13,7 +13,7 @@ import numpy as np
 from tegula.errors import KernelSyntaxError, ScopeError, UnsupportedError
 from tegula.ir.visitor import post_order_visit
 from tegula.ir.stmt import Break, BufferStore, Continue, For, IfThenElse, Kernel, SeqStmt, Stmt, While
-from tegula.backends.closure import (JUMPS, MASK, BreakSignal, ContinueSignal, StmtFn,
+from tegula.backends.closure import (JUMPS, MASK, StmtFn, iteration,
                                      compile_expr, compile_stmt, jump, np_scalar, poison,
                                      uniform_if, uniform_while)
 from tegula.backends.interp.context import Ctx, ParVar, dim_value, stmt_rule
@@ -63,15 +63,13 @@ def _for(s: For, ctx: Ctx) -> StmtFn:
     inner.par_vars.pop(id(s.var), None)
     body = compile_stmt(s.body, inner)
     if inner.flags:
+        one = iteration(body)
+
         def loop_jumps(env: list) -> None:
             b = int(start(env))
             for v in np.arange(b, b + extent(env) * step, step, dtype=npt):
                 env[slot] = v
-                try:
-                    body(env)
-                except ContinueSignal:
-                    continue
-                except BreakSignal:
+                if not one(env):
                     break
         return loop_jumps
 

@@ -1,6 +1,6 @@
 """Layout inference: choose how every fragment of a kernel is spread over its threads.
 
-Works in levels:
+Works in levels (docs/architecture.md, "Layouts"):
 
 1. **strict**: layouts from ``T.annotate_layout``; each tile op's ``layout.strict`` rule (the
    accumulator of a ``T.gemm`` that runs on tensor cores gets the ``mma.sync`` accumulator

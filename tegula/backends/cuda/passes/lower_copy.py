@@ -26,14 +26,6 @@ from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, guard
                                                           region_index, whole)
 
 
-def _and(a: Optional[Expr], b: Optional[Expr]) -> Optional[Expr]:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return E.binary("and", a, b)
-
-
 def _guarded_load(ctx: Ctx, buf: Buffer, idx: tuple, k: Any = None) -> Expr:
     v = ctx.load(buf, idx, k)
     if buf.is_global:
