@@ -22,6 +22,7 @@ from tegula.errors import KernelTypeError, ShapeError
 from tegula.ir import dtype as dt
 from tegula.ir.dtype import DType
 from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
+from tegula.ir.linear import cancel
 from tegula.ir.span import Span, current_span
 
 # The memory scopes, by name; code tests a buffer's scope with Buffer.is_shared & co.
@@ -190,11 +191,8 @@ def _extent(start: Expr, stop: Any) -> Dim:
     stop_e = as_expr(stop)
     if isinstance(start, Const) and isinstance(stop_e, Const):
         return int(stop_e.value) - int(start.value)
-    ext = stop_e - start
-    # ``x * 64 : x * 64 + 64`` folds to 64 through the simplifier.
-    from tegula.arith.simplify import simplify
-
-    ext = simplify(ext)
+    # ``x * 64 : x * 64 + 64`` has extent 64: like terms cancel
+    ext = cancel(stop_e - start)
     return int(ext.value) if isinstance(ext, Const) else ext
 
 

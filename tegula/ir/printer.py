@@ -25,6 +25,7 @@ from tegula.ir import expr as E
 from tegula.ir import ops
 from tegula.ir import stmt as S
 from tegula.ir.buffer import FRAGMENT, SHARED_DYN, Buffer, BufferRegion
+from tegula.ir.linear import cancel
 from tegula.ir.tile_rules import TILE_RULES, tile_rule
 
 # Python precedence, loosest first; atoms (names, calls, subscripts) bind tightest.
@@ -346,9 +347,7 @@ class ScriptPrinter:
     def loop_range(self, s: Any) -> list[str]:
         if _is_zero(s.start) and s.step == 1:
             return [self.dim(s.extent)]
-        from tegula.arith.simplify import simplify
-
-        stop = simplify(E.binary("add", s.start, E.binary("mul", s.extent, s.step)))
+        stop = cancel(E.binary("add", s.start, E.binary("mul", s.extent, s.step)))
         args = [self.e(s.start), self.e(stop)]
         if s.step != 1:
             args.append(str(s.step))
