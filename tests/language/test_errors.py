@@ -319,10 +319,29 @@ def test_check_well_formed_verifies_the_kernel():
                 A[i] = 2.0
         return main
 
+    # the frontend now sees this use after the loop itself, at the same line
     with pytest.raises(errors.TegulaError) as ei:
         build(True)
-    check(ei, errors.VerifyError, "var 'i' is used outside the scope", line_text="A[i] = 2.0")
-    assert build(False).name == "main"  # not verified when asked not to
+    check(ei, errors.KernelNameError, "loop that has ended", line_text="A[i] = 2.0")
+
+
+def test_check_well_formed_runs_the_verifier(monkeypatch):
+    import tegula.language.prim_func as pf_mod
+    seen = []
+    monkeypatch.setattr(pf_mod, "verify", lambda pf: seen.append(pf.name))
+
+    def build(check):
+        @T.prim_func(check_well_formed=check)
+        def main(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1) as bx:
+                for i in T.serial(4):
+                    A[i] = 1.0
+        return main
+
+    build(False)
+    assert seen == []  # not verified when asked not to
+    build(True)
+    assert seen == ["main"]
 
 
 def test_unknown_dtype_in_an_annotation():
