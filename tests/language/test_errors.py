@@ -326,7 +326,8 @@ def test_check_well_formed_verifies_the_kernel():
 
 
 def test_check_well_formed_runs_the_verifier(monkeypatch):
-    import tegula.language.prim_func as pf_mod
+    import sys
+    pf_mod = sys.modules["tegula.language.prim_func"]
     seen = []
     monkeypatch.setattr(pf_mod, "verify", lambda pf: seen.append(pf.name))
 
