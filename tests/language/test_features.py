@@ -6,6 +6,7 @@ sm_90a where a CUDA compiler is present. Inputs are fresh random numbers; refere
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -38,11 +39,22 @@ def to_device(target, *arrays):
         return arrays
     import torch
 
-    return tuple(torch.from_numpy(a).cuda() for a in arrays)
+    def one(a):
+        if a.dtype == ml_dtypes.bfloat16:  # torch.from_numpy has no bfloat16
+            return torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16).cuda()
+        return torch.from_numpy(a).cuda()
+
+    return tuple(one(a) for a in arrays)
 
 
 def to_host(x):
-    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+    if not hasattr(x, "cpu"):
+        return np.asarray(x)
+    import torch
+
+    if x.dtype == torch.bfloat16:
+        return x.cpu().view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+    return x.cpu().numpy()
 
 
 # -- dtypes as values ----------------------------------------------------------------------------

@@ -141,6 +141,7 @@ TL_DEVICE unsigned long long rzi_u64(double x) { return __double2ull_rz(x); }
 /// types C's own conversion would wrap the 32-bit result instead).
 template <class To, class F>
 TL_DEVICE To float_to_int(F x) {
+  if (x != x) return To(0);  // NaN -> 0 (the 64-bit cvt.rzi gives the most negative value)
   constexpr bool is_unsigned = static_cast<To>(-1) > static_cast<To>(0);
   if constexpr (sizeof(To) == 8) {
     if constexpr (is_unsigned) return static_cast<To>(detail::rzi_u64(x));
@@ -288,12 +289,17 @@ TL_DEVICE int64_t abs(int64_t x) { return x < 0 ? -x : x; }
 
 template <class T> TL_DEVICE T max(T a, T b) { return a > b ? a : b; }
 template <class T> TL_DEVICE T min(T a, T b) { return a < b ? a : b; }
-template <> TL_DEVICE float max<float>(float a, float b) { return fmaxf(a, b); }
-template <> TL_DEVICE float min<float>(float a, float b) { return fminf(a, b); }
-template <> TL_DEVICE half_t max<half_t>(half_t a, half_t b) { return __hmax(a, b); }
-template <> TL_DEVICE half_t min<half_t>(half_t a, half_t b) { return __hmin(a, b); }
-template <> TL_DEVICE bfloat16_t max<bfloat16_t>(bfloat16_t a, bfloat16_t b) { return __hmax(a, b); }
-template <> TL_DEVICE bfloat16_t min<bfloat16_t>(bfloat16_t a, bfloat16_t b) { return __hmin(a, b); }
+// NaN propagates through max and min, as in the interpreter (max.NaN: sm_80+, same cost as max)
+template <> TL_DEVICE float max<float>(float a, float b) {
+  float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r;
+}
+template <> TL_DEVICE float min<float>(float a, float b) {
+  float r; asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r;
+}
+template <> TL_DEVICE half_t max<half_t>(half_t a, half_t b) { return __hmax_nan(a, b); }
+template <> TL_DEVICE half_t min<half_t>(half_t a, half_t b) { return __hmin_nan(a, b); }
+template <> TL_DEVICE bfloat16_t max<bfloat16_t>(bfloat16_t a, bfloat16_t b) { return __hmax_nan(a, b); }
+template <> TL_DEVICE bfloat16_t min<bfloat16_t>(bfloat16_t a, bfloat16_t b) { return __hmin_nan(a, b); }
 
 TL_DEVICE float pow(float a, float b) { return ::powf(a, b); }
 TL_DEVICE double pow(double a, double b) { return ::pow(a, b); }
