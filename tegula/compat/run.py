@@ -7,6 +7,7 @@ The alias (:func:`tegula.compat.alias.alias_tilelang`) is installed first, in th
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -26,6 +27,13 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
+def _find_module(name: str) -> object:
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # a parent package that does not exist, or an empty name
+        return None
+
+
 def main(argv: Sequence[str]) -> int:
     """Run a program or a module (``-m NAME``) with the alias; returns its exit status."""
     argv = list(argv)
@@ -38,6 +46,9 @@ def main(argv: Sequence[str]) -> int:
             module = argv[1]
             sys.argv = [module] + argv[2:]
             sys.path.insert(0, os.getcwd())
+            if _find_module(module) is None:
+                print(f"python -m tegula run: no module named {module!r}", file=sys.stderr)
+                return 2
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
             path = argv[0]

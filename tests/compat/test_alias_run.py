@@ -85,6 +85,9 @@ def test_run_module_pytest(tmp_path):
 def test_run_errors(tmp_path):
     r = run(["-m", "tegula", "run", "missing.py"], tmp_path)
     assert r.returncode == 2 and "no such file: missing.py" in r.stderr
+    r = run(["-m", "tegula", "run", "-m", "no_such_module_xyz"], tmp_path)
+    assert r.returncode == 2 and "no module named 'no_such_module_xyz'" in r.stderr
+    assert "Traceback" not in r.stderr
     r = run(["-m", "tegula", "run"], tmp_path)
     assert r.returncode == 2 and "usage: python -m tegula run" in r.stderr
     r = run(["-m", "tegula", "run", "--help"], tmp_path)
