@@ -49,7 +49,9 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, poison
-from tegula.backends.emu import builtins, exprs, mbarrier, stmts, warp  # noqa: F401 (rules)
+from tegula.backends.emu import builtins, exprs, hopper, mbarrier, stmts, warp  # noqa: F401 (rules)
+from tegula.backends.emu.hopper import check_done
+from tegula.backends.emu.mbarrier import check_balanced
 from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
@@ -74,6 +76,7 @@ class CompiledKernel:
     pool_bytes: int
     unit: int
     sites: list
+    agents: int
 
 
 @dataclass
@@ -121,10 +124,38 @@ def _compile_kernel(k: Kernel, base: Ctx) -> CompiledKernel:
                 init = init.value
             vars_.append((info, init))
     unit = min([s.itemsize for s in shared], default=1)
+    agents = _hopper_facts(k, ctx, shared)
     body = compile_stmt(k.body, ctx)
     return CompiledKernel(k, body, nthreads, grid, block_slots, thread_slot,
                           thread_var.dtype.np if thread_var is not None else None,
-                          shared, locals_, vars_, pool_bytes, unit, ctx.sites)
+                          shared, locals_, vars_, pool_bytes, unit, ctx.sites, agents)
+
+
+_WGMMA_REGS = {"tl::wgmma_ss": (0,), "tl::wgmma_ss_fp8": (0,), "tl::wgmma_rs": (0, 1),
+               "tl::wgmma_fence_operands": (0,)}
+
+
+def _hopper_facts(k: Kernel, ctx: Ctx, shared: list) -> int:
+    """Tensor maps and wgmma registers into ``ctx.info``; returns how many asynchronous agents
+    (copy engines of mbarriers, wgmma of warpgroups, TMA stores) the race tracker needs."""
+    from tegula.ir.visitor import post_order_visit
+
+    ctx.info["tma_maps"] = {id(m.var): m for m in k.annotations.get("tma_maps", ())}
+    regs: set = set()
+    stores = []
+
+    def visit(n: Any) -> None:
+        if isinstance(n, E.Builtin):
+            for i in _WGMMA_REGS.get(n.name, ()):
+                a = n.args[i]
+                if isinstance(a, E.Builtin) and a.args and isinstance(a.args[0], E.BufferLoad):
+                    regs.add(id(a.args[0].buffer))
+            if n.name == "tl::tma_store":
+                stores.append(n)
+    post_order_visit(k.body, visit)
+    ctx.info["wgmma_regs"] = regs
+    bars = sum(info.numel for info in shared if info.buffer.dtype.bits == 64)
+    return bars + -(-ctx.nthreads // 128) + (ctx.nthreads if stores else 0)
 
 
 def compile_func(func: PrimFunc) -> Program:
@@ -208,8 +239,10 @@ def _run_kernel(ck: CompiledKernel, env: list, reporter: Reporter) -> None:
     for ids in _block_ids(ck, grid):
         reporter.block = "block (" + ", ".join(str(i) for i in ids[:max(1, len(ck.block_slots))]) + ")"
         pool = np.full(pool_len, 0xFF, np.uint8)
-        st = BlockState(n, pool, Tracker(ck.pool_bytes, ck.unit, ck.sites, reporter), reporter,
-                        np.arange(n), np.zeros(n, np.int64))
+        st = BlockState(n, pool, Tracker(ck.pool_bytes, ck.unit, ck.sites, reporter, n, ck.agents),
+                        reporter, np.arange(n), np.zeros(n, np.int64))
+        st.shared_infos = ck.shared
+        st.local_slots = {info.index: info.slot for info, _ in ck.locals_}
         env[MASK] = None
         env[STATE] = st
         for slot, v, var in zip(ck.block_slots, ids, ck.kernel.block_vars):
@@ -223,6 +256,8 @@ def _run_kernel(ck: CompiledKernel, env: list, reporter: Reporter) -> None:
         for info, init in ck.vars_:
             env[info.slot] = np.full(n, init).astype(info.np)
         ck.body(env)
+        check_balanced(st)
+        check_done(st)
 
 
 def execute(func: PrimFunc, args: Sequence[Any], as_warnings: bool = False) -> None:

@@ -70,10 +70,15 @@ class Site:
     what: str  # "T.copy", "ldmatrix", "store", ...
 
     def where(self) -> str:
-        if self.span is None or not getattr(self.span, "file", None):
-            return "<unknown line>"
-        src = self.span.source_line().strip()
-        return f"{self.span.short()}  {src}" if src else self.span.short()
+        return where(self.span)
+
+
+def where(span: Optional[Span]) -> str:
+    """``file.py:LINE  source`` of a span, for reports."""
+    if span is None or not getattr(span, "file", None):
+        return "<unknown line>"
+    src = span.source_line().strip()
+    return f"{span.short()}  {src}" if src else span.short()
 
 
 @dataclass
@@ -89,6 +94,7 @@ class Ctx:
     span: Optional[Span] = None                      # the innermost statement span
     tile_op: str = ""                                # the tile op being emulated ("T.copy")
     loop_ok: bool = False
+    info: dict = field(default_factory=dict)        # kernel facts: "tma_maps", "wgmma_regs"
 
     def slot(self, node: Any) -> int:
         """The env slot of a var or buffer, allocating one the first time."""
@@ -98,7 +104,7 @@ class Ctx:
         """A copy sharing the slot, buffer, site and per-thread-variable tables (a let binds its
         variable for the statements compiled after it), with some fields changed."""
         c = Ctx(self.nthreads, self.slots, self.bufs, self.vec_vars, self.sites,
-                self.span, self.tile_op, self.loop_ok)
+                self.span, self.tile_op, self.loop_ok, self.info)
         for k, v in changes.items():
             setattr(c, k, v)
         return c

@@ -15,10 +15,6 @@ from tegula.target import Target
 from tegula.transform.pipeline import Pipeline, check_pipeline
 
 
-# passes of the sm_90a pipeline whose instructions the emulator does not model
-HOPPER_ONLY = ("TmaPipeline", "UseWgmma")
-
-
 class EmuArtifact:
     """A lowered kernel and how to run it under the emulator."""
 
@@ -40,8 +36,5 @@ def build(func: PrimFunc, target: Target, pass_configs: dict,
     """The ``cuda-emu`` target's builder: ``pipeline`` (default: the CUDA pipeline of the
     target's arch), then the emulator."""
     p = check_pipeline(pipeline, target, pass_configs)
-    for name in HOPPER_ONLY:  # the emulator has no wgmma or TMA yet: mma.sync and cp.async here
-        if name in p.names():
-            p = p.remove(name)
     lowered = p.run(func)
     return EmuArtifact(func, lowered, bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)))

@@ -1,20 +1,29 @@
-"""mbarriers on the emulator: ``tl::mbarrier_init / arrive / expect_tx / wait``.
+"""mbarriers on the emulator: ``tl::mbarrier_init / arrive / arrive_expect_tx / expect_tx / wait``,
+named barriers and the fence that publishes barrier initialization.
 
-An mbarrier (a 64-bit word of shared memory) counts arrivals: each phase completes when as many
-threads as its init count have arrived and every announced transaction byte has landed; then its
-phase parity flips and the count starts again. ``wait(bar, parity)`` passes once the phase of
-that parity has completed (so ``wait(bar, 1)`` passes on a fresh barrier, as on the GPU).
+An mbarrier (a 64-bit word of shared memory) counts arrivals and transaction bytes, as the PTX
+ISA defines: each phase completes when as many threads as its init count have arrived and its
+transaction count (bytes announced by ``expect_tx``, minus bytes the copy engine delivered) is
+back to zero; then its phase number grows by one and the counts start again.
+``wait(bar, parity)`` passes once the phase of that parity has completed (so ``wait(bar, 1)``
+passes on a fresh barrier). TMA loads (:mod:`.hopper`) deliver their bytes lazily: a wait whose
+phase is not complete lands the copies in flight on that barrier first.
 
-Threads run in lock step here, so a wait must already be satisfied when the threads reach it:
-a wait that could only be released by threads that run later in program order (warp-specialized
-producers and consumers in different branches) is reported as a :class:`~tegula.errors.SyncError`
-naming the barrier, its phase and how many arrivals it still expects. So are an arrival on a
-barrier never initialized and more arrivals than a phase takes. For the race checks, a wait that
-passes orders shared memory as a block barrier does (they do not follow which threads arrived).
+For the race checks (:class:`~tegula.backends.emu.races.Tracker`) an arrive publishes what the
+arriving threads saw, a completed phase holds the join of its arrivals and of the copy engine's
+writes, and a wait that passes orders the waiting threads after it: only what the barrier
+covers is ordered, not the whole block.
+
+Reported as :class:`~tegula.errors.SyncError`: a wait nobody can release (a deadlock: when the
+block's threads run in step, or when every warpgroup of a warp-specialized kernel waits), naming
+the barrier, the phase, what it still expects, the waiting threads and the lines that wait and
+initialized it; an arrival on a barrier never initialized, or before its initialization is
+ordered before the arriving thread; more arrivals than a phase takes; phases left with arrivals
+or transaction bytes that never balance when the block ends.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -22,53 +31,116 @@ from tegula.errors import SyncError
 from tegula.ir import expr as E
 from tegula.backends.closure import MASK, ORDERING_ONLY, CExpr, compile_expr
 from tegula.backends.emu.builtins import compile_addr
-from tegula.backends.emu.context import STATE, Ctx, builtin_rule
+from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
 
 
-class _Bar:
-    __slots__ = ("phase", "pending", "count", "tx")
+class Bar:
+    """One mbarrier: counts of the current phase, the phases completed, copies in flight."""
 
-    def __init__(self, count: int):
-        self.phase, self.pending, self.count, self.tx = 0, count, count, 0
+    __slots__ = ("name", "count", "pending", "tx", "phase", "vec", "done", "inflight", "agent",
+                 "init_thread", "init_clk", "init_span", "fenced", "last_arrive")
 
-    def settle(self) -> None:
-        if self.pending == 0 and self.tx <= 0:
-            self.phase ^= 1
-            self.pending, self.tx = self.count, 0
+    def __init__(self, name: str, count: int, size: int, init_thread: int, init_clk: int, span: Any):
+        self.name, self.count, self.pending, self.tx, self.phase = name, count, count, 0, 0
+        self.vec = np.zeros(size, np.int32)
+        self.done: dict = {}          # parity -> clock join of the last completed phase of it
+        self.inflight: list = []      # TMA copies whose bytes count on this barrier
+        self.agent = -1               # the tracker agent of the copy engine writing for it
+        self.init_thread, self.init_clk, self.init_span = init_thread, init_clk, span
+        self.fenced = False
+        self.last_arrive: Optional[Any] = None
+
+    def state(self) -> str:
+        s = f"{self.pending} of {self.count} arrival(s) still expected"
+        if self.tx > 0:
+            s += f" and {self.tx} transaction byte(s) not delivered"
+        elif self.tx < 0:
+            s += (f" and {-self.tx} transaction byte(s) delivered that no expect_tx announced "
+                  "(the transaction count never balances)")
+        return s
+
+
+def lanes_text(lanes: np.ndarray) -> str:
+    """``threads 0-127 (warpgroup 0)`` for a set of lanes."""
+    lanes = np.asarray(lanes)
+    if len(lanes) == 0:
+        return "no thread"
+    lo, hi = int(lanes.min()), int(lanes.max())
+    if len(lanes) == 1:
+        return f"thread {lo}"
+    txt = f"threads {lo}-{hi}" if hi - lo + 1 == len(lanes) else f"{len(lanes)} threads from {lo} to {hi}"
+    wgs = sorted({int(x) // 128 for x in lanes})
+    return txt + f" (warpgroup{'s' if len(wgs) > 1 else ''} {', '.join(map(str, wgs))})"
 
 
 def _sites(env: list, addr: Any, n: int) -> list:
-    """(element, number of active threads naming it) for an address of every thread."""
+    """(element, active lanes naming it) for an address of every thread."""
     flat = np.broadcast_to(np.asarray(addr.flat), (n,))
     m = env[MASK]
-    active = flat if m is None else flat[m]
-    keys, counts = np.unique(active, return_counts=True)
-    return [(int(k), int(c)) for k, c in zip(keys, counts)]
+    lanes = lanes_of(m, n)
+    f = flat[lanes]
+    return [(int(k), lanes[f == k]) for k in np.unique(f)]
 
 
-def _state(env: list) -> dict:
-    return env[STATE].mbarriers
-
-
-def _bar(env: list, addr: Any, elem: int, span: Any, what: str) -> _Bar:
-    b = _state(env).get((addr.buf.index, elem))
+def bar_of(env: list, addr: Any, elem: int, span: Any, what: str, lanes: Optional[np.ndarray] = None) -> Bar:
+    """The barrier at ``addr`` element ``elem``; ``lanes`` using it must be ordered after its init."""
+    st = env[STATE]
+    b = st.mbarriers.get((addr.buf.index, elem))
     if b is None:
-        raise SyncError(f"{what} on mbarrier '{addr.buf.name}[{elem}]', which was never initialized",
-                        span, hint="allocate barriers with T.alloc_barrier(arrive_count)")
+        raise SyncError(f"{what} on mbarrier '{addr.buf.name}[{elem}]', which was never initialized "
+                        f"({st.rep.block})", span, hint="allocate barriers with T.alloc_barrier(arrive_count)")
+    if lanes is not None and len(lanes):
+        tr = st.tracker
+        late = lanes[(lanes != b.init_thread) & (tr.vc[lanes, b.init_thread] < b.init_clk)]
+        if len(late):
+            raise SyncError(f"{what} on mbarrier '{b.name}' by {lanes_text(late)} before its initialization "
+                            f"by thread {b.init_thread} is ordered before them ({st.rep.block})\n"
+                            f"  {lanes_text(late)}: {where(span)}\n"
+                            f"  thread {b.init_thread}: {where(b.init_span)}", span,
+                            hint="a __syncthreads() must separate the initialization from every use")
     return b
+
+
+def settle(st: Any, b: Bar) -> None:
+    """Complete the current phase when its arrivals and transaction bytes balance."""
+    if b.pending == 0 and b.tx == 0:
+        tr = st.tracker
+        vec = b.vec
+        if b.agent >= 0:
+            vec = np.maximum(vec, tr.vc[b.agent])
+            tr.vc[b.agent, b.agent] += 1
+        b.done[b.phase & 1] = vec
+        b.phase += 1
+        b.pending, b.vec = b.count, np.zeros_like(b.vec)
+
+
+def deliver(st: Any, b: Bar) -> None:
+    """Land the TMA copies in flight on ``b`` (the copy engine needs nothing else to finish them)."""
+    from tegula.backends.emu.hopper import land_tma
+
+    while b.inflight:
+        land_tma(st, b, b.inflight.pop(0))
 
 
 @builtin_rule("tl::mbarrier_init")
 def _init(e: E.Builtin, ctx: Ctx) -> CExpr:
     fa, _ = compile_addr(e.args[0], ctx, "tl::mbarrier_init")
     fc = compile_expr(e.args[1], ctx).fn
-    n = ctx.nthreads
+    n, span = ctx.nthreads, e.span or ctx.span
 
     def init(env: list) -> Any:
+        st = env[STATE]
         addr = fa(env)
         count = int(np.max(fc(env)))
-        for elem, _ in _sites(env, addr, n):
-            _state(env)[(addr.buf.index, elem)] = _Bar(count)
+        size = st.tracker.vc.shape[0]
+        for elem, lanes in _sites(env, addr, n):
+            t = int(lanes[0])
+            old = st.mbarriers.get((addr.buf.index, elem))
+            if old is not None and (old.inflight or old.pending != old.count):
+                raise SyncError(f"mbarrier '{old.name}' is initialized again while its phase {old.phase} "
+                                f"still has {old.state()} ({st.rep.block})", span)
+            st.mbarriers[(addr.buf.index, elem)] = Bar(f"{addr.buf.name}[{elem}]", count, size, t,
+                                                       int(st.tracker.vc[t, t]), span)
         return np.True_
     return CExpr(init, False)
 
@@ -81,20 +153,26 @@ def _arrive_rule(name: str, with_tx: bool, arrive: bool) -> None:
         n, span = ctx.nthreads, e.span or ctx.span
 
         def run(env: list) -> Any:
+            st = env[STATE]
             addr = fa(env)
             tx = int(np.max(ftx(env))) if ftx is not None else 0
-            for elem, k in _sites(env, addr, n):
-                b = _bar(env, addr, elem, span, name)
+            for elem, lanes in _sites(env, addr, n):
+                b = bar_of(env, addr, elem, span, name, lanes)
+                k = len(lanes)
                 if with_tx:
                     b.tx += tx * k
                 if arrive:
                     if k > b.pending:
-                        raise SyncError(f"{k} threads arrive on mbarrier '{addr.buf.name}[{elem}]' "
-                                        f"whose phase expects {b.pending} more arrival(s)", span,
+                        raise SyncError(f"{k} threads ({lanes_text(lanes)}) arrive on mbarrier '{b.name}' "
+                                        f"whose phase {b.phase} expects {b.pending} more arrival(s) "
+                                        f"({st.rep.block})\n  {lanes_text(lanes)}: {where(span)}\n"
+                                        f"  initialized: {where(b.init_span)}", span,
                                         hint="the arrive count of T.alloc_barrier is the number of "
                                         "threads that arrive per phase")
                     b.pending -= k
-                b.settle()
+                    b.vec = np.maximum(b.vec, st.tracker.release(lanes))
+                    b.last_arrive = span
+                settle(st, b)
             return np.True_
         return CExpr(run, False)
 
@@ -109,22 +187,85 @@ def _ordering_only(e: E.Builtin, ctx: Ctx) -> CExpr:
     return CExpr(lambda env: np.True_, False)
 
 
+@builtin_rule("tl::fence_barrier_init")
+def _fence_barrier_init(e: E.Builtin, ctx: Ctx) -> CExpr:
+    n = ctx.nthreads
+
+    def fence(env: list) -> Any:
+        st = env[STATE]
+        lanes = set(int(t) for t in lanes_of(env[MASK], n))
+        for b in st.mbarriers.values():
+            if b.init_thread in lanes:
+                b.fenced = True
+        return np.True_
+    return CExpr(fence, False)
+
+
 @builtin_rule("tl::named_barrier_sync")
 def _named_barrier(e: E.Builtin, ctx: Ctx) -> CExpr:
+    fid = compile_expr(e.args[0], ctx).fn
     fc = compile_expr(e.args[1], ctx).fn
     n, span = ctx.nthreads, e.span or ctx.span
 
     def sync(env: list) -> Any:
-        m = env[MASK]
-        active = n if m is None else int(np.count_nonzero(m))
+        st = env[STATE]
+        lanes = lanes_of(env[MASK], n)
         want = int(np.max(fc(env)))
-        if active != want:
-            raise SyncError(f"named barrier for {want} threads reached by {active}", span,
+        sched = st.scheduler
+        if sched is not None:
+            sched.named_barrier(int(np.max(fid(env))), want, lanes, span)
+            return np.True_
+        if len(lanes) != want:
+            raise SyncError(f"named barrier {int(np.max(fid(env)))} for {want} threads reached by "
+                            f"{len(lanes)} ({lanes_text(lanes)}) and no other thread can reach it "
+                            f"({st.rep.block})", span,
                             hint="the threads that reach T.sync_threads(barrier_id, count) must be "
                             "exactly `count`")
-        env[STATE].tracker.barrier()
+        st.tracker.sync(lanes)
         return np.True_
     return CExpr(sync, False)
+
+
+def _passes(b: Bar, parity: int) -> bool:
+    """The phase of ``parity`` most recently due has completed (the current phase has the other
+    parity)."""
+    return (b.phase & 1) != (parity & 1)
+
+
+def wait_for(env: list, b: Bar, parity: int, lanes: np.ndarray, span: Any) -> None:
+    """Block ``lanes`` until the phase of ``parity`` of ``b`` completes, then order them after it."""
+    st = env[STATE]
+    if not _passes(b, parity):
+        deliver(st, b)
+        settle(st, b)
+    if not _passes(b, parity) and st.scheduler is not None:
+        st.scheduler.block(lambda: _passes(b, parity) or _try_deliver(st, b, parity), env,
+                           lambda: _deadlock(st, b, parity, lanes, span))
+    if not _passes(b, parity):
+        raise _deadlock(st, b, parity, lanes, span)
+    vec = b.done.get(parity & 1)
+    if vec is not None:
+        st.tracker.acquire(lanes, vec)
+
+
+def _try_deliver(st: Any, b: Bar, parity: int) -> bool:
+    deliver(st, b)
+    settle(st, b)
+    return _passes(b, parity)
+
+
+def _deadlock(st: Any, b: Bar, parity: int, lanes: np.ndarray, span: Any) -> SyncError:
+    last = f"\n  last arrival: {where(b.last_arrive)}" if b.last_arrive is not None else ""
+    others = ""
+    if st.scheduler is not None:
+        others = st.scheduler.describe_waits()
+    return SyncError(
+        f"deadlock: {lanes_text(lanes)} wait for phase {b.phase} (parity {parity & 1}) of mbarrier "
+        f"'{b.name}', which never completes: {b.state()} ({st.rep.block})\n"
+        f"  {lanes_text(lanes)}: {where(span)}\n"
+        f"  initialized (count {b.count}): {where(b.init_span)}{last}{others}", span,
+        hint="every phase needs its init count of arrivals and its announced bytes; threads that "
+        "would arrive later in program order cannot release a wait they must pass first")
 
 
 @builtin_rule("tl::mbarrier_wait")
@@ -136,21 +277,48 @@ def _wait(e: E.Builtin, ctx: Ctx) -> CExpr:
     def wait(env: list) -> Any:
         addr = fa(env)
         parity = np.broadcast_to(np.asarray(fp(env)), (n,))
-        m = env[MASK]
-        for elem, _ in _sites(env, addr, n):
-            b = _bar(env, addr, elem, span, "a wait")
-            flat = np.broadcast_to(np.asarray(addr.flat), (n,))
-            mine = flat == elem if m is None else (flat == elem) & m
-            for p in np.unique(parity[mine]):
-                if int(p) & 1 == b.phase:
-                    raise SyncError(
-                        f"a wait for phase parity {int(p) & 1} of mbarrier '{addr.buf.name}[{elem}]' "
-                        f"never ends: the phase still expects {b.pending} arrival(s)"
-                        + (f" and {b.tx} transaction byte(s)" if b.tx > 0 else "")
-                        + " when the waiting threads reach it", span,
-                        hint="the emulator runs a block's threads in step: threads that arrive later "
-                        "in program order (another branch of a warp-specialized kernel) cannot "
-                        "release it")
-        env[STATE].tracker.barrier()
+        for elem, lanes in _sites(env, addr, n):
+            b = bar_of(env, addr, elem, span, "a wait", lanes)
+            for p in np.unique(parity[lanes]):
+                wait_for(env, b, int(p), lanes[parity[lanes] == p], span)
         return np.True_
     return CExpr(wait, False)
+
+
+@builtin_rule("tl::mbarrier_try_wait")
+def _try_wait(e: E.Builtin, ctx: Ctx) -> CExpr:
+    fa, _ = compile_addr(e.args[0], ctx, "tl::mbarrier_try_wait")
+    fp = compile_expr(e.args[1], ctx).fn
+    n, span = ctx.nthreads, e.span or ctx.span
+
+    def try_wait(env: list) -> Any:
+        st = env[STATE]
+        addr = fa(env)
+        parity = np.broadcast_to(np.asarray(fp(env)), (n,))
+        out = np.zeros(n, bool)
+        for elem, lanes in _sites(env, addr, n):
+            b = bar_of(env, addr, elem, span, "a try_wait", lanes)
+            for p in np.unique(parity[lanes]):
+                mine = lanes[parity[lanes] == p]
+                if _try_deliver(st, b, int(p)):
+                    st.tracker.acquire(mine, b.done[int(p) & 1])
+                    out[mine] = True
+                elif st.scheduler is not None:
+                    st.scheduler.yield_(env)
+        return out
+    return CExpr(try_wait, True)
+
+
+def check_balanced(st: Any) -> None:
+    """At the end of a block: every copy landed, no phase left half done."""
+    for b in st.mbarriers.values():
+        deliver(st, b)
+        settle(st, b)
+        if b.pending != b.count or b.tx != 0:
+            raise SyncError(f"mbarrier '{b.name}' ends the block in the middle of phase {b.phase}: "
+                            f"{b.state()} ({st.rep.block})\n  initialized (count {b.count}): "
+                            f"{where(b.init_span)}"
+                            + (f"\n  last arrival: {where(b.last_arrive)}" if b.last_arrive else ""),
+                            b.last_arrive or b.init_span,
+                            hint="arrivals and expect_tx bytes per phase must match the init count and "
+                            "the bytes the copies deliver")

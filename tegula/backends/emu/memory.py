@@ -48,7 +48,12 @@ class BlockState:
     committed: np.ndarray                        # per thread: cp.async groups committed so far
     pending: list = field(default_factory=list)  # AsyncCopy records
     views: dict = field(default_factory=dict)    # np dtype -> pool view
-    mbarriers: dict = field(default_factory=dict)  # (buffer index, element) -> mbarrier state
+    mbarriers: dict = field(default_factory=dict)  # (buffer index, element) -> mbarrier.Bar
+    shared_infos: list = field(default_factory=list)  # BufInfo of the shared buffers
+    local_slots: dict = field(default_factory=dict)   # local buffer index -> env slot
+    hopper: Any = None                               # hopper.Hopper, made when first needed
+    scheduler: Any = None                            # tasks.Scheduler of a warp-specialized block
+    regs_per_thread: int = 168                       # before any setmaxnreg
 
     def pool_view(self, d: np.dtype) -> np.ndarray:
         v = self.views.get(d)

@@ -10,6 +10,7 @@ from tegula.ir.stmt import BufferStore
 from tegula.backends.closure import MASK, CExpr, StmtFn, compile_expr
 from tegula.backends.emu.context import STATE, Ctx, lanes_of
 from tegula.backends.emu.exprs import compile_element
+from tegula.backends.emu.hopper import check_registers
 
 
 def _bcast(v: Any, n: int) -> np.ndarray:
@@ -25,6 +26,8 @@ def compile_load(e: E.BufferLoad, ctx: Ctx) -> CExpr:
         return CExpr(lambda env: env[s].copy(), True)
     elem, vec = compile_element(e, ctx)
     if info.scope == "local":
+        if id(info.buffer) in ctx.info.get("wgmma_regs", ()):
+            return _checked_load(info, elem, ctx, e.span or ctx.span)
         if not vec:
             return CExpr(lambda env: env[s][elem(env)[0]].copy(), True)
         ar = np.arange(n)
@@ -44,6 +47,18 @@ def compile_load(e: E.BufferLoad, ctx: Ctx) -> CExpr:
             st.tracker.read(st.tracker.units(off + fl * isz, isz), lanes, site, info)
         return env[s][f]
     return CExpr(load_shared, vec)
+
+
+def _checked_load(info: Any, elem: Any, ctx: Ctx, span: Any) -> CExpr:
+    """A load of registers that wgmma writes: checked against the wgmma in flight."""
+    s, n = info.slot, ctx.nthreads
+    ar = np.arange(n)
+
+    def load(env: list) -> Any:
+        f, m = elem(env)
+        check_registers(env[STATE], info, f, lanes_of(m, n), False, span)
+        return env[s][_bcast(f, n), ar]
+    return CExpr(load, True)
 
 
 def compile_store(st_: BufferStore, ctx: Ctx) -> StmtFn:
@@ -66,6 +81,16 @@ def compile_store(st_: BufferStore, ctx: Ctx) -> StmtFn:
                 np.copyto(env[s], fv(env), where=m, casting="unsafe")
         return store_var
     elem, vec = compile_element(E.BufferLoad(st_.buffer, st_.indices, span=st_.span), ctx)
+    if info.scope == "local" and id(info.buffer) in ctx.info.get("wgmma_regs", ()):
+        span = st_.span or ctx.span
+
+        def store_regs(env: list) -> None:
+            val = fv(env)
+            f, m = elem(env)
+            lanes = lanes_of(m, n)
+            check_registers(env[STATE], info, f, lanes, True, span)
+            env[s][_bcast(f, n)[lanes], lanes] = _bcast(val, n)[lanes]
+        return store_regs
     if info.scope == "local":
         if not vec:
             def store_local(env: list) -> None:

@@ -13,7 +13,7 @@ matching wait); until then any access of their units by any thread is reported t
 from __future__ import annotations
 
 import warnings
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -57,26 +57,91 @@ def _elem(site_buf: Optional[BufInfo], unit: int, unit_size: int) -> str:
 
 
 class Tracker:
-    """Per-unit access history of one block's shared pool."""
+    """Per-unit access history of one block's shared pool, ordered by vector clocks.
 
-    def __init__(self, pool_bytes: int, unit: int, sites: list, reporter: Reporter):
+    Agents are the block's threads (ids ``0 .. nthreads-1``) and the asynchronous units acting
+    for them (:meth:`agent`: the copy engine of one mbarrier, the wgmma proxy of one warpgroup).
+    ``vc[a, b]`` is the latest clock of agent ``b`` that agent ``a`` is ordered after; every
+    synchronization (``__syncthreads()``, named barriers, mbarrier arrive/wait, wgmma
+    wait_group) moves clocks, and two accesses conflict when neither is ordered after the other.
+    """
+
+    def __init__(self, pool_bytes: int, unit: int, sites: list, reporter: Reporter,
+                 nthreads: int = 1, agents: int = 0):
         n = max(1, -(-pool_bytes // unit))
         self.unit = unit
         self.sites: list[Site] = sites
         self.rep = reporter
-        self.epoch = 0
+        self.nthreads = nthreads
+        size = nthreads + agents
+        self.vc = np.zeros((size, size), np.int32)
+        np.fill_diagonal(self.vc, 1)
+        self.names: dict[int, str] = {}
+        self.kinds: dict[int, str] = {}
+        self.fence_clk = np.zeros(nthreads, np.int32)          # own clock at the last proxy fence
+        self.fence_vc = np.zeros((nthreads, size), np.int32)   # what the thread saw at that fence
         self.w_thr = np.full(n, -1, np.int32)
-        self.w_ep = np.full(n, -1, np.int32)
+        self.w_clk = np.zeros(n, np.int32)
         self.w_site = np.zeros(n, np.int32)
         self.w_buf = np.full(n, -1, np.int32)
+        self.w_tag = np.zeros(n, np.int32)        # phase of the mbarrier a TMA write landed on
         self.r1 = np.full(n, -1, np.int32)
         self.r2 = np.full(n, -1, np.int32)
-        self.r_ep = np.full(n, -1, np.int32)
+        self.r1_clk = np.zeros(n, np.int32)
+        self.r2_clk = np.zeros(n, np.int32)
         self.r1_site = np.zeros(n, np.int32)
         self.r2_site = np.zeros(n, np.int32)
         self.pend = np.zeros(n, np.int32)
         self.pend_thr = np.full(n, -1, np.int32)
         self.pend_site = np.zeros(n, np.int32)
+
+    # -- agents and clocks ------------------------------------------------------------------------
+    def agent(self, name: str, kind: str) -> int:
+        """A new asynchronous agent (``kind`` "tma" or "wgmma"), named in reports."""
+        a = self.nthreads + len(self.names)
+        assert a < self.vc.shape[0], "more asynchronous agents than the tracker was sized for"
+        self.names[a], self.kinds[a] = name, kind
+        return a
+
+    def who(self, a: int) -> str:
+        return f"thread {a}" if a < self.nthreads else self.names.get(a, f"agent {a}")
+
+    def barrier(self) -> None:
+        """``__syncthreads()``: every thread is ordered after everything any thread saw."""
+        t = self.nthreads
+        self.vc[:t] = self.vc[:t].max(0)
+        self.vc[np.arange(t), np.arange(t)] += 1
+
+    def sync(self, lanes: np.ndarray) -> None:
+        """A barrier among ``lanes`` only (``bar.sync id, count``)."""
+        self.vc[lanes] = self.vc[lanes].max(0)
+        self.vc[lanes, lanes] += 1
+
+    def release(self, lanes: np.ndarray) -> np.ndarray:
+        """What ``lanes`` publish (an arrive): the join of their clocks; they move on."""
+        v = self.vc[lanes].max(0)
+        self.vc[lanes, lanes] += 1
+        return v
+
+    def acquire(self, lanes: Any, vec: np.ndarray) -> None:
+        """``lanes`` are ordered after ``vec`` (a wait that passed)."""
+        self.vc[lanes] = np.maximum(self.vc[lanes], vec)
+
+    def join_agent(self, a: int, lanes: Any) -> None:
+        """Agent ``a`` starts work that ``lanes`` issued: it is ordered after them."""
+        self.vc[a] = np.maximum(self.vc[a], self.vc[lanes].max(0) if np.ndim(lanes) else self.vc[lanes])
+
+    def fence(self, lanes: np.ndarray) -> None:
+        """``fence.proxy.async`` by ``lanes``: their generic writes so far (and those they are
+        ordered after) become visible to the async proxy."""
+        self.fence_clk[lanes] = self.vc[lanes, lanes]
+        self.fence_vc[lanes] = self.vc[lanes]
+        self.vc[lanes, lanes] += 1
+
+    def _unordered(self, rows: np.ndarray, agent: np.ndarray, clk: np.ndarray) -> np.ndarray:
+        """Per element: ``agent``'s access at ``clk`` is not ordered before agent ``rows``."""
+        a = np.where(agent >= 0, agent, 0)
+        return (agent >= 0) & (agent != rows) & (self.vc[rows, a] < clk)
 
     # -- unit arithmetic ------------------------------------------------------------------------
     def units(self, byte_start: np.ndarray, nbytes: int) -> np.ndarray:
@@ -87,9 +152,6 @@ class Tracker:
             return u0[:, None]
         return u0[:, None] + np.arange(m)
 
-    def barrier(self) -> None:
-        self.epoch += 1
-
     # -- checks ---------------------------------------------------------------------------------
     def _fail(self, kind: str, i: int, U: np.ndarray, L: np.ndarray, site: int, other_thr: int,
               other_site: int, buf: BufInfo, detail: str) -> None:
@@ -99,104 +161,123 @@ class Tracker:
         here = _elem(buf, u, self.unit)
         there = _elem(o.buffer, u, self.unit)
         alias = "" if there == here or o.buffer is None else f" (the same bytes as {there})"
+        me, other = self.who(int(L[i])), self.who(other_thr)
         msg = (f"{kind} on shared buffer '{buf.name}' element {_idx(buf, u, self.unit)}{alias}: "
-               f"{detail.format(t=int(L[i]), o=other_thr)} ({self.rep.block})\n"
-               f"  thread {int(L[i])}: {s.where()}\n"
-               f"  thread {other_thr}: {o.where()}")
+               f"{detail.format(t=me, o=other)} ({self.rep.block})\n"
+               f"  {me}: {s.where()}\n"
+               f"  {other}: {o.where()}")
         key = (kind, site, other_site)
         self.rep.report(RaceError(msg, s.span, hint=_HINTS.get(kind)), key)
 
+    def _kind(self, a: int) -> str:
+        return self.kinds.get(a, "thread")
+
     def read(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo) -> None:
-        """Threads ``L`` (k,) read units ``U`` (k, m)."""
+        """Agents ``L`` (k,) read units ``U`` (k, m)."""
         L2 = np.broadcast_to(L[:, None], U.shape).ravel()
         U = U.ravel()
-        ep = self.epoch
         wt = self.w_thr[U]
         wb = self.w_buf[U]
-        bad = (wb != buf.index) | (self.pend[U] > 0) | ((self.w_ep[U] == ep) & (wt != L2))
+        bad = (wb != buf.index) | (self.pend[U] > 0) | self._unordered(L2, wt, self.w_clk[U])
         if bad.any():
             self._read_finding(U, L2, wt, wb, bad, site, buf)
-        stale = self.r_ep[U] != ep
-        if stale.any():
-            us = U[stale]
-            self.r1[us] = L2[stale]
-            self.r1_site[us] = site
-            self.r2[us] = -1
-            self.r_ep[us] = ep
-        other = L2 != self.r1[U]
+        own = self.vc[L2, L2]
+        take = ~self._unordered(L2, self.r1[U], self.r1_clk[U])
+        if take.any():
+            ut = U[take]
+            self.r1[ut], self.r1_clk[ut], self.r1_site[ut] = L2[take], own[take], site
+        other = (L2 != self.r1[U]) & ~self._unordered(L2, self.r2[U], self.r2_clk[U])
         if other.any():
-            uo, lo = U[other], L2[other]
-            free = self.r2[uo] < 0
-            if free.any():
-                self.r2[uo[free]] = lo[free]
-                self.r2_site[uo[free]] = site
+            uo = U[other]
+            self.r2[uo], self.r2_clk[uo], self.r2_site[uo] = L2[other], own[other], site
 
     def _read_finding(self, U, L, wt, wb, bad, site, buf) -> None:
         i = int(np.flatnonzero(bad)[0])
         u = int(U[i])
         if self.pend[u] > 0:
-            self._fail("read of data still in flight", i, U, L, site, int(self.pend_thr[u]),
-                       int(self.pend_site[u]), buf,
-                       "thread {t} reads it while thread {o}'s cp.async into it has not been waited for")
+            o = int(self.pend_thr[u])
+            if self._kind(o) == "tma":
+                self._fail("read of a TMA destination before its phase completes", i, U, L, site, o,
+                           int(self.pend_site[u]), buf,
+                           "{t} reads it while {o} into it is still in flight")
+            else:
+                self._fail("read of data still in flight", i, U, L, site, o, int(self.pend_site[u]), buf,
+                           "{t} reads it while {o}'s cp.async into it has not been waited for")
         elif wt[i] < 0:
             s = self.sites[site]
             msg = (f"read of uninitialized shared memory: '{buf.name}' element "
-                   f"{_idx(buf, u, self.unit)} is read by thread {int(L[i])} "
-                   f"but was never written ({self.rep.block})\n  thread {int(L[i])}: {s.where()}")
+                   f"{_idx(buf, u, self.unit)} is read by {self.who(int(L[i]))} "
+                   f"but was never written ({self.rep.block})\n  {self.who(int(L[i]))}: {s.where()}")
             self.rep.report(RaceError(msg, s.span), ("uninit", site))
         elif wb[i] != buf.index:
             s = self.sites[site]
             o = self.sites[int(self.w_site[u])]
             msg = (f"read of uninitialized shared memory: '{buf.name}' element "
-                   f"{_idx(buf, u, self.unit)} is read by thread {int(L[i])}, "
+                   f"{_idx(buf, u, self.unit)} is read by {self.who(int(L[i]))}, "
                    f"but its bytes were last written through '{o.buffer.name if o.buffer else '?'}' "
-                   f"({self.rep.block})\n  thread {int(L[i])}: {s.where()}\n"
-                   f"  thread {int(wt[i])}: {o.where()}")
+                   f"({self.rep.block})\n  {self.who(int(L[i]))}: {s.where()}\n"
+                   f"  {self.who(int(wt[i]))}: {o.where()}")
             self.rep.report(RaceError(msg, s.span), ("alias", site, int(self.w_site[u])))
+        elif self._kind(int(wt[i])) == "tma":
+            self._fail("read of a TMA destination before its phase completes", i, U, L, site, int(wt[i]),
+                       int(self.w_site[u]), buf,
+                       "{t} reads it without having waited for phase " + str(int(self.w_tag[u]))
+                       + " of the mbarrier {o} completes")
         else:
             self._fail("data race (read after write)", i, U, L, site, int(wt[i]), int(self.w_site[u]), buf,
-                       "thread {t} reads it after thread {o} wrote it, with no barrier in between")
+                       "{t} reads it after {o} wrote it, with no barrier in between")
 
     def write(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo, landing: bool = False) -> None:
-        """Threads ``L`` (k,) write units ``U`` (k, m)."""
+        """Agents ``L`` (k,) write units ``U`` (k, m)."""
         L2 = np.broadcast_to(L[:, None], U.shape).ravel()
         U = U.ravel()
-        ep = self.epoch
         wt = self.w_thr[U]
-        waw = (self.w_ep[U] == ep) & (wt >= 0) & (wt != L2)
-        r1 = self.r1[U]
-        r2 = self.r2[U]
-        war = (self.r_ep[U] == ep) & ((r1 != L2) | (r2 >= 0))
+        waw = self._unordered(L2, wt, self.w_clk[U])
+        r1, r2 = self.r1[U], self.r2[U]
+        war1 = self._unordered(L2, r1, self.r1_clk[U])
+        war2 = self._unordered(L2, r2, self.r2_clk[U])
         pend = (self.pend[U] > 0) if not landing else np.zeros(U.shape, bool)
-        if waw.any() or war.any() or pend.any():
-            self._write_finding(U, L2, wt, r1, r2, waw, war, pend, site, buf)
+        if waw.any() or war1.any() or war2.any() or pend.any():
+            self._write_finding(U, L2, wt, waw, war1, war2, pend, site, buf)
         if len(U) > 1:
             self._same_op_conflicts(U, L2, site, buf)
         self.w_thr[U] = L2
-        self.w_ep[U] = ep
+        self.w_clk[U] = self.vc[L2, L2]
         self.w_site[U] = site
         self.w_buf[U] = buf.index
+        self.r1[U] = -1
+        self.r2[U] = -1
 
-    def _write_finding(self, U, L, wt, r1, r2, waw, war, pend, site, buf) -> None:
+    def _write_finding(self, U, L, wt, waw, war1, war2, pend, site, buf) -> None:
         if pend.any():
             i = int(np.flatnonzero(pend)[0])
             u = int(U[i])
-            self._fail("write to data still in flight", i, U, L, site, int(self.pend_thr[u]),
-                       int(self.pend_site[u]), buf,
-                       "thread {t} writes it while thread {o}'s cp.async into it has not been waited for")
-        elif war.any():
-            i = int(np.flatnonzero(war)[0])
+            o = int(self.pend_thr[u])
+            what = "the TMA load" if self._kind(o) == "tma" else "cp.async"
+            self._fail("write to data still in flight", i, U, L, site, o, int(self.pend_site[u]), buf,
+                       "{t} writes it while {o}'s " + what + " into it has not completed")
+        elif war1.any() or war2.any():
+            first = war1 if war1.any() else war2
+            i = int(np.flatnonzero(first)[0])
             u = int(U[i])
-            if r1[i] != L[i]:
-                o, osite = int(r1[i]), int(self.r1_site[u])
+            o, osite = (int(self.r1[u]), int(self.r1_site[u])) if war1.any() else \
+                (int(self.r2[u]), int(self.r2_site[u]))
+            me = int(L[i])
+            if self._kind(me) == "tma":
+                self._fail("stage reused before the consumer released it (write after read)", i, U, L, site,
+                           o, osite, buf, "{t} overwrites it while the read by {o} is not ordered before it "
+                           "(no wait on the stage's empty barrier, wgmma.wait_group or barrier in between)")
+            elif self._kind(o) == "wgmma":
+                self._fail("write to a wgmma operand still being read", i, U, L, site, o, osite, buf,
+                           "{t} writes it while {o} may still read it (no wgmma.wait_group retired "
+                           "that read before the write)")
             else:
-                o, osite = int(r2[i]), int(self.r2_site[u])
-            self._fail("data race (write after read)", i, U, L, site, o, osite, buf,
-                       "thread {t} writes it after thread {o} read it, with no barrier in between")
+                self._fail("data race (write after read)", i, U, L, site, o, osite, buf,
+                           "{t} writes it after {o} read it, with no barrier in between")
         else:
             i = int(np.flatnonzero(waw)[0])
             self._fail("data race (write after write)", i, U, L, site, int(wt[i]), int(self.w_site[int(U[i])]),
-                       buf, "thread {t} writes it after thread {o} wrote it, with no barrier in between")
+                       buf, "{t} writes it after {o} wrote it, with no barrier in between")
 
     def _same_op_conflicts(self, U, L, site, buf) -> None:
         order = np.argsort(U, kind="stable")
@@ -206,29 +287,51 @@ class Tracker:
             j = int(np.flatnonzero(clash)[0])
             i = int(order[j + 1])
             self._fail("data race (write after write)", i, U, L, site, int(ls[j]), site, buf,
-                       "threads {o} and {t} write it in the same statement")
+                       "{o} and {t} write it in the same statement")
 
-    # -- cp.async ---------------------------------------------------------------------------------
+    # -- the async proxy --------------------------------------------------------------------------
+    def async_read(self, U: np.ndarray, a: int, issuers: np.ndarray, site: int, buf: BufInfo) -> None:
+        """Agent ``a`` (wgmma, a TMA store), issued by ``issuers``, reads units ``U`` (any
+        shape): generic writes must have been fenced (``fence.proxy.async``) in between."""
+        Uf = np.asarray(U).ravel()
+        wt = self.w_thr[Uf]
+        generic = (wt >= 0) & (wt < self.nthreads)
+        if generic.any():
+            w = np.where(generic, wt, 0)
+            clk = self.w_clk[Uf]
+            seen = self.fence_vc[issuers].max(0)[w] if len(issuers) else np.zeros_like(clk)
+            unfenced = generic & (self.fence_clk[w] < clk) & (seen < clk)
+            if unfenced.any():
+                i = int(np.flatnonzero(unfenced)[0])
+                u = int(Uf[i])
+                L = np.full(len(Uf), a, np.int32)
+                self._fail("generic-proxy write read by the async proxy without fence.proxy.async", i, Uf, L,
+                           site, int(wt[i]), int(self.w_site[u]), buf,
+                           "{t} reads it through the async proxy after {o} wrote it with a generic store, "
+                           "and no fence.proxy.async lies between the write and the read")
+        self.read(Uf[:, None], np.full(len(Uf), a, np.int32), site, buf)
+
+    # -- cp.async and TMA -------------------------------------------------------------------------
     def issue(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo) -> None:
-        """cp.async from threads ``L`` into units ``U`` begins: it may land at any time until the
-        wait, so it conflicts with other threads' accesses of this epoch already."""
+        """An asynchronous copy by agents ``L`` into units ``U`` begins: it may land at any time
+        until its completion, so it conflicts with accesses not ordered before it already."""
         L2 = np.broadcast_to(L[:, None], U.shape).ravel()
         Uf = U.ravel()
-        ep = self.epoch
         wt = self.w_thr[Uf]
-        waw = (self.w_ep[Uf] == ep) & (wt >= 0) & (wt != L2)
-        r1, r2 = self.r1[Uf], self.r2[Uf]
-        war = (self.r_ep[Uf] == ep) & ((r1 != L2) | (r2 >= 0))
+        waw = self._unordered(L2, wt, self.w_clk[Uf])
+        war1 = self._unordered(L2, self.r1[Uf], self.r1_clk[Uf])
+        war2 = self._unordered(L2, self.r2[Uf], self.r2_clk[Uf])
         pend = self.pend[Uf] > 0
-        if waw.any() or war.any() or pend.any():
-            self._write_finding(Uf, L2, wt, r1, r2, waw, war, pend, site, buf)
+        if waw.any() or war1.any() or war2.any() or pend.any():
+            self._write_finding(Uf, L2, wt, waw, war1, war2, pend, site, buf)
         np.add.at(self.pend, Uf, 1)
         self.pend_thr[Uf] = L2
         self.pend_site[Uf] = site
 
-    def land(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo) -> None:
+    def land(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo, tag: int = 0) -> None:
         np.subtract.at(self.pend, U.ravel(), 1)
         self.write(U, L, site, buf, landing=True)
+        self.w_tag[U.ravel()] = tag
 
 
 _HINTS = {
@@ -240,4 +343,12 @@ _HINTS = {
     "read of data still in flight": "cp_async_wait must complete the copy (and a barrier publish it) "
                                     "before the data is read",
     "write to data still in flight": "wait for the cp.async before writing the same bytes again",
+    "read of a TMA destination before its phase completes": "wait on the stage's mbarrier "
+        "(T.mbarrier_wait_parity) before reading what the TMA load brings",
+    "stage reused before the consumer released it (write after read)": "the producer must wait on the "
+        "stage's empty barrier, which the consumers arrive on after their last read",
+    "write to a wgmma operand still being read": "wgmma.wait_group must retire the wgmma before its "
+        "operands are overwritten",
+    "generic-proxy write read by the async proxy without fence.proxy.async": "put "
+        "tl::fence_proxy_async() between the generic stores and the TMA / wgmma that reads them",
 }
