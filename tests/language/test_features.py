@@ -18,7 +18,7 @@ from tegula.target import gpu_available
 ARCHS = ("sm_80", "sm_90a")
 
 
-@pytest.fixture(params=["cpu", "cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.fixture(params=["cpu", "cuda-emu", "cuda-emu:sm_90a", pytest.param("cuda", marks=pytest.mark.gpu)])
 def target(request):
     if request.param == "cuda" and not gpu_available():
         pytest.skip("no CUDA GPU")
@@ -637,11 +637,11 @@ def test_small_forms(target, rng):
     N = 256
     x = rng.standard_normal(N).astype(np.float32)
     x[[3, 70]] = [np.inf, np.nan]
-    if target == "cuda-emu" or target == "cuda":
+    if target.startswith("cuda"):
         with pytest.raises(tegula.errors.UnsupportedError, match="T.pdl_sync needs sm_90"):
             tegula.compile(small_forms_kernel(N), target="cuda:sm_80" if target == "cuda" else "cuda-emu:sm_80")
         k = tegula.compile(small_forms_kernel(N), out_idx=[1, 2],
-                           target="cuda-emu:sm_90a" if target == "cuda-emu" else "cuda")
+                           target="cuda-emu:sm_90a" if target.startswith("cuda-emu") else "cuda")
     else:
         k = tegula.compile(small_forms_kernel(N), out_idx=[1, 2], target="cpu")
         if available_backends():

@@ -10,7 +10,7 @@ from tegula import errors
 from tegula.backends.cuda import compiler
 from tegula.target import gpu_available
 
-EMU_TARGETS = ["cpu", "cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)]
+EMU_TARGETS = ["cpu", "cuda-emu", "cuda-emu:sm_90a", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 def _gpu_or_skip(target):
@@ -98,7 +98,7 @@ def test_lanes_reading_what_other_lanes_write_is_an_error():
     assert "B[j, i]" in str(ei.value)
 
 
-@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu", "cuda-emu:sm_90a"])
 def test_same_index_read_modify_write_is_fine(target, rng):
     @T.prim_func
     def main(B: T.Tensor((32, 32), "float32")):

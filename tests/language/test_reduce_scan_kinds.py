@@ -26,7 +26,7 @@ def _gpu() -> bool:
         return False
 
 
-@pytest.fixture(params=["cpu", "cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.fixture(params=["cpu", "cuda-emu", "cuda-emu:sm_90a", pytest.param("cuda", marks=pytest.mark.gpu)])
 def target(request):
     if request.param == "cuda" and not _gpu():
         pytest.skip("no CUDA GPU")
@@ -36,7 +36,7 @@ def target(request):
 def _run(func, target, *args):
     """Run on ``target``; on the emulator, also check it equals the interpreter bit for bit."""
     got = tegula.compile(func, out_idx=[-1], target=target)(*args)
-    if target == "cuda-emu":
+    if target.startswith("cuda-emu"):
         want = tegula.compile(func, out_idx=[-1], target="cpu")(*args)
         np.testing.assert_array_equal(got, want)
     return np.asarray(got.cpu() if hasattr(got, "cpu") else got)

@@ -76,8 +76,13 @@ def _sync_threads(e: E.Builtin, ctx: Ctx) -> CExpr:
     n, span = ctx.nthreads, e.span or ctx.span
 
     def sync(env: list) -> Any:
+        st = env[STATE]
+        sched = st.scheduler
+        if sched is not None and sched.current is not sched.root:  # inside a warp-specialized branch
+            sched.named_barrier(0, n, lanes_of(env[MASK], n), span, st)
+            return np.True_
         _divergence(env, n, span, "__syncthreads()")
-        env[STATE].tracker.barrier()
+        st.tracker.barrier()
         return np.True_
     return CExpr(sync, False)
 

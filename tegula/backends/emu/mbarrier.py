@@ -172,7 +172,10 @@ def _arrive_rule(name: str, with_tx: bool, arrive: bool) -> None:
                     b.pending -= k
                     b.vec = np.maximum(b.vec, st.tracker.release(lanes))
                     b.last_arrive = span
+                phase = b.phase
                 settle(st, b)
+                if b.phase != phase and st.scheduler is not None:
+                    st.scheduler.yield_(env)  # a waiter released by this phase runs first
             return np.True_
         return CExpr(run, False)
 
@@ -213,7 +216,7 @@ def _named_barrier(e: E.Builtin, ctx: Ctx) -> CExpr:
         want = int(np.max(fc(env)))
         sched = st.scheduler
         if sched is not None:
-            sched.named_barrier(int(np.max(fid(env))), want, lanes, span)
+            sched.named_barrier(int(np.max(fid(env))), want, lanes, span, st)
             return np.True_
         if len(lanes) != want:
             raise SyncError(f"named barrier {int(np.max(fid(env)))} for {want} threads reached by "
@@ -240,7 +243,9 @@ def wait_for(env: list, b: Bar, parity: int, lanes: np.ndarray, span: Any) -> No
         settle(st, b)
     if not _passes(b, parity) and st.scheduler is not None:
         st.scheduler.block(lambda: _passes(b, parity) or _try_deliver(st, b, parity), env,
-                           lambda: _deadlock(st, b, parity, lanes, span))
+                           lambda: _deadlock(st, b, parity, lanes, span),
+                           what=f"{lanes_text(lanes)} wait for phase {b.phase} of mbarrier '{b.name}' "
+                           f"({b.state()}): {where(span)}")
     if not _passes(b, parity):
         raise _deadlock(st, b, parity, lanes, span)
     vec = b.done.get(parity & 1)

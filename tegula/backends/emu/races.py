@@ -221,8 +221,8 @@ class Tracker:
         elif self._kind(int(wt[i])) == "tma":
             self._fail("read of a TMA destination before its phase completes", i, U, L, site, int(wt[i]),
                        int(self.w_site[u]), buf,
-                       "{t} reads it without having waited for phase " + str(int(self.w_tag[u]))
-                       + " of the mbarrier {o} completes")
+                       "{t} reads it without a wait that observes phase " + str(int(self.w_tag[u]))
+                       + ", on which {o} completes")
         else:
             self._fail("data race (read after write)", i, U, L, site, int(wt[i]), int(self.w_site[u]), buf,
                        "{t} reads it after {o} wrote it, with no barrier in between")

@@ -151,6 +151,8 @@ def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
     then = compile_stmt(s.then, inner)
     else_ = compile_stmt(s.else_, inner) if s.else_ is not None else None
     n = ctx.nthreads
+    if _waits(s.then) or (s.else_ is not None and _waits(s.else_)):
+        return _forking_if(fc, then, else_, n)
 
     def masked_if(env: list) -> None:
         c = fc(env)
@@ -168,3 +170,52 @@ def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
         finally:
             env[MASK] = m
     return masked_if
+
+
+_BLOCKING = ("tl::mbarrier_wait", "tl::mbarrier_try_wait", "tl::named_barrier_sync")
+
+
+def _waits(s: Any) -> bool:
+    """The statement waits on a barrier somewhere (so its threads may wait for other threads)."""
+    from tegula.ir.visitor import post_order_visit
+
+    found = []
+    post_order_visit(s, lambda n: found.append(n) if isinstance(n, E.Builtin) and n.name in _BLOCKING else None)
+    return bool(found)
+
+
+def _forking_if(fc: Any, then: StmtFn, else_: Any, n: int) -> StmtFn:
+    """A per-thread branch whose sides wait on barriers: when threads take both sides, the sides
+    run as tasks of the block's scheduler (:mod:`.tasks`), taking turns at their waits."""
+    from tegula.backends.emu.context import STATE, lanes_of
+    from tegula.backends.emu.mbarrier import lanes_text
+    from tegula.backends.emu.tasks import Scheduler
+
+    def forking_if(env: list) -> None:
+        c = fc(env)
+        m = env[MASK]
+        mt = and_mask(m, c, n)
+        mf = and_mask(m, np.logical_not(c), n) if else_ is not None else None
+        has_t = mt is None or mt.any()
+        has_f = else_ is not None and (mf is None or mf.any())
+        if has_t and has_f:
+            st = env[STATE]
+            if st.scheduler is None:
+                st.scheduler = Scheduler()
+            sides = []
+            for mask, body in ((mt, then), (mf, else_)):
+                e2 = list(env)
+                e2[MASK] = mask
+                sides.append((lanes_text(lanes_of(mask, n)), body, e2))
+            st.scheduler.fork(sides)
+            return
+        try:
+            if has_t:
+                env[MASK] = mt
+                then(env)
+            elif has_f:
+                env[MASK] = mf
+                else_(env)
+        finally:
+            env[MASK] = m
+    return forking_if

@@ -1,0 +1,184 @@
+"""Warp-specialized blocks on the emulator: the two sides of a branch run as tasks that wait on
+each other.
+
+A block's threads normally run in step (:mod:`.stmts`). A branch whose condition differs per
+thread and whose sides wait on barriers (``mbarrier`` waits, named barriers: producer and
+consumer warpgroups) cannot run one side after the other, since each side waits for the other.
+Such a branch *forks*: each side becomes a task with its own lanes (and its own copy of the
+environment's slots), the enclosing code waits until both are done, and the tasks take turns:
+one runs until it waits on something not yet there, then the next task that can go on runs
+(round robin, so runs are deterministic). When no task can go on, that is a deadlock, reported
+with every task's wait.
+
+Tasks are Python threads of which exactly one runs at a time (the others sleep on a condition
+variable), so the closures of :mod:`tegula.backends.closure` run unchanged inside them.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from tegula.errors import SyncError
+
+
+class _Abort(BaseException):
+    """Unwinds a task when another task failed."""
+
+
+class Task:
+    def __init__(self, name: str, fn: Optional[Callable] = None, env: Optional[list] = None):
+        self.name, self.fn, self.env = name, fn, env
+        self.pred: Optional[Callable[[], bool]] = None   # what it waits for (None: it can run)
+        self.deadlock: Optional[Callable[[], Exception]] = None
+        self.what = ""
+        self.done = False
+        self.started = False
+        self.thread: Optional[threading.Thread] = None
+
+
+class Scheduler:
+    """The tasks of one block; exactly one runs at a time."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.root = Task("the block")
+        self.root.started = True
+        self.tasks: list[Task] = [self.root]
+        self.current = self.root
+        self.error: Optional[BaseException] = None
+        self.named: dict = {}   # barrier id -> [arrived lanes list, generation]
+
+    # -- running ----------------------------------------------------------------------------------
+    def fork(self, sides: list) -> None:
+        """Run ``sides`` (``(name, fn, env)``) as tasks; return when all of them are done."""
+        me = self.current
+        kids = [Task(name, fn, env) for name, fn, env in sides]
+        self.tasks.extend(kids)
+        self.block(lambda: all(k.done for k in kids), None,
+                   lambda: SyncError("deadlock between the branches of a warp-specialized block"),
+                   what=f"{me.name} waits for its branches")
+
+    def _start(self, t: Task) -> None:
+        def body() -> None:
+            with self.cv:
+                while self.current is not t and self.error is None:
+                    self.cv.wait()
+            try:
+                if self.error is None:
+                    t.fn(t.env)  # type: ignore[misc]
+            except _Abort:
+                pass
+            except BaseException as e:  # noqa: BLE001 (handed to the block's thread)
+                self.error = self.error or e
+            t.done = True
+            with self.cv:
+                if self.error is None:
+                    self._pass_on(t)
+                self.cv.notify_all()
+        t.started = True
+        t.thread = threading.Thread(target=body, daemon=True)
+        t.thread.start()
+
+    def _runnable(self, t: Task) -> bool:
+        if t.done:
+            return False
+        return t.pred is None or bool(t.pred())
+
+    def _pick(self, me: Task) -> Optional[Task]:
+        i = self.tasks.index(me)
+        order = self.tasks[i + 1:] + self.tasks[:i]
+        for t in order:
+            if self._runnable(t):
+                return t
+        return None
+
+    def _pass_on(self, me: Task) -> None:
+        """``me`` finished: hand the turn on, or report the deadlock of the tasks left."""
+        nxt = self._pick(me)
+        if nxt is None:
+            waiting = [t for t in self.tasks if not t.done and t.pred is not None]
+            inner = [t for t in waiting if t is not self.root and t.deadlock is not None]
+            if inner:
+                self.error = inner[0].deadlock()  # type: ignore[misc]
+            return
+        self._switch_to(nxt)
+
+    def _switch_to(self, t: Task) -> None:
+        self.current = t
+        if not t.started:
+            self._start(t)
+        self.cv.notify_all()
+
+    def block(self, pred: Callable[[], bool], env: Any, deadlock: Callable[[], Exception],
+              what: str = "") -> None:
+        """The running task waits until ``pred()``; others run meanwhile."""
+        me = self.current
+        me.pred, me.deadlock, me.what = pred, deadlock, what
+        try:
+            with self.cv:
+                while not pred():
+                    nxt = self._pick(me)
+                    if nxt is None:
+                        if pred():
+                            break
+                        if me is self.root:  # name what the branches wait for
+                            inner = [t for t in self.tasks if t is not me and not t.done and t.deadlock]
+                            if inner:
+                                raise inner[0].deadlock()  # type: ignore[misc]
+                        raise deadlock()
+                    self._switch_to(nxt)
+                    while self.current is not me and self.error is None:
+                        self.cv.wait()
+                    if self.error is not None:
+                        if me is self.root:
+                            raise self.error
+                        raise _Abort()
+        finally:
+            me.pred = me.deadlock = None
+
+    def yield_(self, env: Any) -> None:
+        """The running task polls (``try_wait`` said no): let another task run first."""
+        me = self.current
+        with self.cv:
+            nxt = self._pick(me)
+            if nxt is None:
+                return
+            self._switch_to(nxt)
+            while self.current is not me and self.error is None:
+                self.cv.wait()
+            if self.error is not None:
+                raise self.error if me is self.root else _Abort()
+
+    def describe_waits(self) -> str:
+        out = ""
+        for t in self.tasks:
+            if t is not self.current and not t.done and t.what and t is not self.root:
+                out += f"\n  meanwhile {t.name}: {t.what}"
+        return out
+
+    # -- named barriers ---------------------------------------------------------------------------
+    def named_barrier(self, bid: int, count: int, lanes: np.ndarray, span: Any, st: Any) -> None:
+        """``bar.sync bid, count`` by ``lanes`` of the running task."""
+        from tegula.backends.emu.context import where
+        from tegula.backends.emu.mbarrier import lanes_text
+
+        rec = self.named.setdefault(bid, [[], 0])
+        arrived = sum(len(x) for x in rec[0]) + len(lanes)
+        if arrived > count:
+            raise SyncError(f"named barrier {bid} for {count} threads reached by {arrived} "
+                            f"({st.rep.block})", span)
+        rec[0].append(lanes)
+        if arrived == count:
+            allv = np.concatenate(rec[0])
+            st.tracker.sync(allv)
+            rec[0], rec[1] = [], rec[1] + 1
+            return
+        gen = rec[1]
+        self.block(lambda: rec[1] != gen, None,
+                   lambda: SyncError(f"deadlock: named barrier {bid} waits for {count} threads, "
+                                     f"{arrived} of them arrived ({lanes_text(lanes)} among them) and "
+                                     f"no other thread can arrive ({st.rep.block})\n"
+                                     f"  {lanes_text(lanes)}: {where(span)}" + self.describe_waits(), span),
+                   what=f"{lanes_text(lanes)} wait at named barrier {bid}: {where(span)}")
