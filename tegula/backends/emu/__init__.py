@@ -34,6 +34,22 @@ warnings when ``as_warnings`` (pass config ``tegula.emu_races_as_warnings``):
 - ``__syncthreads()`` not reached by every thread, warp builtins run by part of a warp.
 
 Each report names the buffer, the element, the two threads and the two kernel source lines.
+
+Hopper (``cuda-emu:sm_90a``)
+----------------------------
+The sm_90a lowering runs as it is: TMA loads and stores through their tensor maps (zero fill,
+swizzle), mbarriers with arrival and transaction counts and phases (:mod:`.mbarrier`), wgmma
+reading shared memory through its descriptors with results visible at ``wait_group``, the async
+proxy and its fences, named barriers and ``setmaxnreg`` (:mod:`.hopper`). Ordering is tracked
+with vector clocks (:mod:`.races`), so an mbarrier orders exactly what it covers. The two sides
+of a warp-specialized branch (producer and consumer warpgroups) run as tasks that take turns at
+their waits (:mod:`.tasks`). Further checks, as :class:`~tegula.errors.RaceError` or
+:class:`~tegula.errors.SyncError`: reads of a TMA destination before its phase completes; generic
+writes read by TMA or wgmma without ``fence.proxy.async``; stage buffers refilled before their
+consumer released them; deadlocked waits (with what every waiting warpgroup waits for); arrival
+and transaction counts that never balance; mbarriers used before their initialization is fenced
+and published; accumulator registers used before ``wait_group`` (or before
+``wgmma_fence_operands``) and wgmma issued without ``wgmma.fence``.
 """
 from __future__ import annotations
 

@@ -92,7 +92,8 @@ class Hopper:
     n: int
     wgs: dict = field(default_factory=dict)
     regs: dict = field(default_factory=dict)        # local buffer index -> Regs
-    fenced: Optional[np.ndarray] = None             # per thread: wgmma.fence since last register use
+    touched: dict = field(default_factory=dict)     # local buffer index -> (n,) accessed since wgmma.fence
+    touch_at: dict = field(default_factory=dict)    # local buffer index -> (span, element) of the last access
     stores: dict = field(default_factory=dict)      # thread -> [agent, committed clocks, open]
 
     def warpgroup(self, st: Any, g: int) -> Warpgroup:
@@ -114,7 +115,6 @@ def hopper(st: Any) -> Hopper:
     h = st.hopper
     if h is None:
         h = st.hopper = Hopper(st.nthreads)
-        h.fenced = np.zeros(st.nthreads, bool)
     return h
 
 
@@ -253,7 +253,7 @@ def _tma_load(e: E.Builtin, ctx: Ctx) -> CExpr:
                 b.agent = tr.agent(f"the TMA load on mbarrier '{b.name}'", "tma")
             tr.join_agent(b.agent, lane)
             units = np.unique(pos // tr.unit)[None, :]
-            tr.issue(units, np.array([b.agent]), site, dinfo)
+            tr.issue(units, np.array([b.agent]), site, dinfo, tag=b.phase)
             b.inflight.append(TmaCopy(pos, np.ascontiguousarray(vals).view(np.uint8), units, box.nbytes,
                                       site, dinfo))
         return np.True_
@@ -363,7 +363,8 @@ def _wgmma_fence(e: E.Builtin, ctx: Ctx) -> CExpr:
     def fence(env: list) -> Any:
         h = hopper(env[STATE])
         for _, lanes in _warpgroups(env, n, span, "wgmma.fence"):
-            h.fenced[lanes] = True
+            for t in h.touched.values():
+                t[lanes] = False
         return np.True_
     return CExpr(fence, False)
 
@@ -549,12 +550,16 @@ def _wgmma_rule(kind: str) -> Callable:
             db = fb(env)
             for g, lanes in _warpgroups(env, n, span, "wgmma.mma_async"):
                 w = h.warpgroup(st, g)
-                if not h.fenced[lanes].all():
-                    t = int(lanes[~h.fenced[lanes]][0])
-                    raise RaceError(f"wgmma.mma_async by warpgroup {g} without a wgmma.fence after thread {t} "
-                                    f"accessed its registers ({st.rep.block})\n  warpgroup {g}: {where(span)}",
-                                    span, hint="tl::wgmma_fence() between register accesses and the wgmma "
-                                    "that uses the same registers")
+                for info in (cinfo, ainfo):
+                    t_ = h.touched.get(info.index) if info is not None else None
+                    if t_ is not None and t_[lanes].any():
+                        t = int(lanes[t_[lanes]][0])
+                        at, k = h.touch_at[info.index]
+                        raise RaceError(f"wgmma.mma_async by warpgroup {g} uses register '{info.name}'[{k}] that "
+                                        f"thread {t} accessed with no wgmma.fence in between ({st.rep.block})\n"
+                                        f"  warpgroup {g}'s wgmma: {where(span)}\n  thread {t}: {where(at)}",
+                                        span, hint="tl::wgmma_fence() between register accesses and the wgmma "
+                                        "that uses the same registers")
                 tr.join_agent(w.agent, lanes)
                 what = f"wgmma of warpgroup {g}"
                 b = _read_operand(st, _uniform(db, lanes, n, "the B descriptor", st, span), N, ks, bdt, b_mn,
@@ -654,10 +659,14 @@ def _fence_operands(e: E.Builtin, ctx: Ctx) -> CExpr:
 
 def check_registers(st: Any, info: Any, f: Any, lanes: np.ndarray, write: bool, span: Any) -> None:
     """A generic access of wgmma registers ``info[f]`` by ``lanes``."""
-    h = st.hopper
-    if h is None or not len(lanes):
+    if not len(lanes):
         return
-    h.fenced[lanes] = False
+    h = hopper(st)
+    t_ = h.touched.get(info.index)
+    if t_ is None:
+        t_ = h.touched[info.index] = np.zeros(st.nthreads, bool)
+    t_[lanes] = True
+    h.touch_at[info.index] = (span, int(np.broadcast_to(np.asarray(f), (st.nthreads,))[lanes[0]]))
     r = h.regs.get(info.index)
     if r is None:
         return

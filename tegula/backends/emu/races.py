@@ -2,13 +2,20 @@
 
 The shared pool is cut into *units* of the smallest element size among the kernel's shared
 buffers (so an element covers one or more whole units, and aliased buffers share units). Per
-unit the tracker keeps the last writer thread, the barrier epoch of that write, its site and the
-buffer written, and up to two distinct readers of the current epoch. The epoch grows at every
-``__syncthreads()``. An access conflicts with another thread's access of the same unit in the
-same epoch when at least one of them writes: read-after-write, write-after-read and
-write-after-write. A read of a unit never written (or last written through another buffer that
-shares its bytes) is an uninitialized read. cp.async writes count when they land (at the
-matching wait); until then any access of their units by any thread is reported too.
+unit the tracker keeps the last writer, its clock, site and the buffer written, and up to two
+readers not ordered before each other. Who is ordered after whom is a vector clock per agent
+(the block's threads, and the asynchronous units acting for them: the copy engine of each
+mbarrier, the wgmma of each warpgroup, TMA stores): ``__syncthreads()`` orders every thread
+after everything any thread saw, named barriers order their threads, an mbarrier phase orders
+its waiters after its arrivals and the bytes the copy engine delivered on it, ``wait_group``
+orders a warpgroup after its retired wgmma. Two accesses of the same unit conflict when at
+least one writes and neither is ordered after the other: read-after-write, write-after-read and
+write-after-write (with sharper names when an agent is involved: a TMA destination read before
+its phase completes, a stage the copy engine refills before its consumer released it, a wgmma
+operand overwritten while the wgmma may read it). A read of a unit never written (or last written
+through another buffer that shares its bytes) is an uninitialized read. cp.async and TMA writes
+count when they land; until then any access of their units is reported too. The async proxy
+(:meth:`Tracker.async_read`) also needs generic writes fenced (``fence.proxy.async``).
 """
 from __future__ import annotations
 
@@ -94,6 +101,7 @@ class Tracker:
         self.pend = np.zeros(n, np.int32)
         self.pend_thr = np.full(n, -1, np.int32)
         self.pend_site = np.zeros(n, np.int32)
+        self.pend_tag = np.zeros(n, np.int32)     # phase a TMA copy in flight completes on
 
     # -- agents and clocks ------------------------------------------------------------------------
     def agent(self, name: str, kind: str) -> int:
@@ -199,7 +207,8 @@ class Tracker:
             if self._kind(o) == "tma":
                 self._fail("read of a TMA destination before its phase completes", i, U, L, site, o,
                            int(self.pend_site[u]), buf,
-                           "{t} reads it while {o} into it is still in flight")
+                           "{t} reads it while {o} into it (phase " + str(int(self.pend_tag[u]))
+                           + ") is still in flight")
             else:
                 self._fail("read of data still in flight", i, U, L, site, o, int(self.pend_site[u]), buf,
                            "{t} reads it while {o}'s cp.async into it has not been waited for")
@@ -312,7 +321,7 @@ class Tracker:
         self.read(Uf[:, None], np.full(len(Uf), a, np.int32), site, buf)
 
     # -- cp.async and TMA -------------------------------------------------------------------------
-    def issue(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo) -> None:
+    def issue(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo, tag: int = 0) -> None:
         """An asynchronous copy by agents ``L`` into units ``U`` begins: it may land at any time
         until its completion, so it conflicts with accesses not ordered before it already."""
         L2 = np.broadcast_to(L[:, None], U.shape).ravel()
@@ -327,6 +336,7 @@ class Tracker:
         np.add.at(self.pend, Uf, 1)
         self.pend_thr[Uf] = L2
         self.pend_site[Uf] = site
+        self.pend_tag[Uf] = tag
 
     def land(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo, tag: int = 0) -> None:
         np.subtract.at(self.pend, U.ravel(), 1)

@@ -27,20 +27,42 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_example_matches_interpreter(name, rng):
+def test_example_matches_interpreter(name, arch, rng):
+    """sm_80: mma.sync, ldmatrix, cp.async; sm_90a: TMA, mbarriers, wgmma, as the GPU runs them."""
     make, dims, tol = CASES[name]
     f = make()
     f = f.get_tir() if hasattr(f, "get_tir") else f
-    ref, got = run_both(f, random_args(f, rng, dims))
+    ref, got = run_both(f, random_args(f, rng, dims), arch=arch)
     assert_match(ref, got, tol, tol)
 
 
-def test_sm90_lowering_matches_too(rng):
-    f = ex("gemm").matmul.get_tir(128, 64, 64, 64, 64, 32)
-    # the emulator has no wgmma or TMA yet: the sm_90a pipeline with its mma.sync / cp.async choices
-    off = {"tegula.disable_wgmma": True, "tl.disable_tma_lower": True}
-    ref, got = run_both(f, random_args(f, rng), off, arch="sm_90a")
+HOPPER = {
+    # TMA with a ragged last k-tile: the box past K reads zeros
+    "gemm_tma_zero_fill": (lambda: ex("gemm").matmul.get_tir(128, 64, 72, 64, 64, 32), ("tl::tma_load", "tl::wgmma_ss")),
+    # two consumer warpgroups, three stages refilled inside the loop
+    "gemm_two_warpgroups": (lambda: ex("gemm").matmul.get_tir(256, 128, 192, 128, 64, 32, 3, 256),
+                            ("tl::tma_load", "tl::wgmma_ss", "tl::mbarrier_wait")),
+    # rows of 140 bytes: cp.async (generic proxy) feeds wgmma behind a proxy fence
+    "gemm_cp_async_wgmma": (lambda: ex("gemm").matmul.get_tir(128, 64, 70, 64, 64, 32), ("tl::cp_async", "tl::wgmma_ss")),
+    "flash_attention_tma": (lambda: ex("flash_attention").flash_attention(1, 2, 128, 64, num_stages=2),
+                            ("tl::tma_load", "tl::wgmma_rs", "tl::wgmma_ss")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOPPER))
+def test_hopper_lowering_runs_as_lowered(name, rng):
+    """The sm_90a lowering's own instructions run on the emulator (none is swapped for sm_80 ones)."""
+    make, must = HOPPER[name]
+    f = make()
+    from tegula.backends.cuda.pipeline import lower
+    from tegula.target import Target
+
+    src = lower(f, Target("cuda", "sm_90a"), {}).script()
+    for b in must:
+        assert b + "(" in src, b
+    ref, got = run_both(f, random_args(f, rng), arch="sm_90a")
     assert_match(ref, got, GEMM_TOL, GEMM_TOL)
 
 
@@ -48,6 +70,9 @@ def test_sm90_lowering_matches_too(rng):
     ("elementwise_add", lambda m: m.main(37, 70, target="cuda-emu")),
     ("gemm_int8", lambda m: m.main(128, 64, 96, target="cuda-emu")),
     ("flash_attention", lambda m: m.main(1, 4, 80, 64, target="cuda-emu")),
+    ("gemm_int8", lambda m: m.main(128, 64, 96, target="cuda-emu:sm_90a")),
+    ("gemm", lambda m: m.main(128, 64, 96, target="cuda-emu:sm_90a")),
+    ("flash_attention", lambda m: m.main(1, 2, 80, 64, target="cuda-emu:sm_90a")),
 ])
 def test_example_main_checks_itself_on_the_emulator(name, call):
     """The examples' own float64 checks pass with target="cuda-emu"."""

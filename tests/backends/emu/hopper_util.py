@@ -1,0 +1,68 @@
+"""Helpers for the Hopper emulator tests: the lowered sm_90a kernels, and mutants of them with one
+synchronization statement removed."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from tegula.backends.cuda.pipeline import lower
+from tegula.ir import expr as E
+from tegula.ir import stmt as S
+from tegula.ir.visitor import Mutator
+from tegula.target import Target
+
+from emu_util import ex
+
+# what orders memory or threads in the lowered Hopper code
+SYNC = ("tl::mbarrier_wait", "tl::mbarrier_arrive", "tl::mbarrier_arrive_expect_tx", "tl::mbarrier_expect_tx",
+        "sync_threads", "tl::named_barrier_sync", "tl::fence_proxy_async", "tl::fence_barrier_init",
+        "tl::wgmma_fence", "tl::wgmma_commit_group", "tl::wgmma_wait_group", "tl::wgmma_fence_operands",
+        "tl::cp_async_wait", "tl::cp_async_commit", "tl::tma_store_wait", "tl::tma_store_commit")
+
+KERNELS: dict[str, Callable[[], Any]] = {
+    # two consumer warpgroups: a stage refilled while the other warpgroup still reads it is a race
+    "gemm_tma": lambda: ex("gemm").matmul.get_tir(256, 128, 192, 128, 64, 32, 3, 256),
+    # rows of 140 bytes are no TMA box: cp.async (generic proxy) feeds wgmma
+    "gemm_cp_async": lambda: ex("gemm").matmul.get_tir(128, 64, 70, 128, 64, 32, 3, 256),
+    "flash_attention": lambda: ex("flash_attention").flash_attention(1, 1, 192, 64, block_M=128, num_stages=2,
+                                                                     threads=256),
+}
+
+
+def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:
+    """(tile-level function, its sm_90a lowering) of kernel ``name``."""
+    f = KERNELS[name]()
+    return f, lower(f, Target("cuda", "sm_90a"), configs or {})
+
+
+class Mutate(Mutator):
+    """Visits the synchronization statements in order; ``drop``: the one removed, ``change``:
+    a function rewriting it instead."""
+
+    def __init__(self, drop: int = -1, change: Optional[Callable] = None):
+        super().__init__()
+        self.drop, self.change = drop, change
+        self.seen: list = []
+
+    def visit_Evaluate(self, s: S.Evaluate) -> S.Stmt:
+        if isinstance(s.value, E.Builtin) and s.value.name in SYNC:
+            self.seen.append(s)
+            if len(self.seen) - 1 == self.drop:
+                return self.change(s) if self.change is not None else S.SeqStmt(())
+        return s
+
+
+def sync_statements(low: Any) -> list:
+    m = Mutate()
+    m.visit(low)
+    return m.seen
+
+
+def without(low: Any, i: int) -> Any:
+    """``low`` without its ``i``-th synchronization statement (in visiting order)."""
+    return Mutate(i).visit(low)
+
+
+def nth(low: Any, name: str, k: int = 0) -> int:
+    """The index (in visiting order) of the ``k``-th synchronization statement called ``name``."""
+    idx = [i for i, s in enumerate(sync_statements(low)) if s.value.name == name]
+    return idx[k]

@@ -1,0 +1,259 @@
+"""The Hopper emulator (``cuda-emu:sm_90a``): TMA, mbarriers, wgmma and the async proxy run with
+the PTX ISA's semantics, and each synchronization bug is reported with the buffer or barrier, the
+element or phase, the threads or warpgroups and both kernel lines."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import tegula
+import tegula.language as T
+from tegula.backends.emu import execute
+from tegula.backends.interp import execute as interpret
+from tegula.errors import RaceError, SyncError
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir import stmt as S
+from tegula.ir.visitor import Mutator
+
+from emu_util import assert_match, random_args
+from hopper_util import Mutate, lowered, nth, sync_statements, without
+
+TOL = 2e-3
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    f, low = lowered("gemm_tma")
+    return f, low
+
+
+def _run(low, f, rng):
+    args = random_args(f, rng)
+    ref = [a.copy() for a in args]
+    interpret(f, ref)
+    got = [a.copy() for a in args]
+    execute(low, got)
+    return ref, got
+
+
+def _lines(msg: str, *fragments: str) -> None:
+    for frag in fragments:
+        assert frag in msg, f"{frag!r} not in:\n{msg}"
+
+
+# -- semantics --------------------------------------------------------------------------------
+
+def test_gemm_runs_the_lowered_hopper_code(gemm, rng):
+    f, low = gemm
+    src = low.script()
+    assert "tl::tma_load(" in src and "tl::wgmma_ss(" in src and "tl::mbarrier_wait(" in src
+    ref, got = _run(low, f, rng)
+    assert_match(ref, got, TOL, TOL)
+
+
+class _Rewrite(Mutator):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def visit_Builtin(self, e):
+        e = self.generic_visit(e)
+        return self.fn(e)
+
+
+def test_a_wrong_descriptor_gives_a_wrong_result(gemm, rng):
+    """The descriptor is what wgmma reads through: a wrong stride byte offset reads other bytes."""
+    f, low = gemm
+
+    def halve_sbo(e):
+        if e.name == "tl::wgmma_desc" and int(e.args[2].value) == 1024:
+            return dataclasses.replace(e, args=(e.args[0], e.args[1], E.const(256, dt.int32)))
+        return e
+    bad = _Rewrite(halve_sbo).visit(low)
+    assert bad.script() != low.script()
+    ref, got = _run(bad, f, rng)
+    with pytest.raises(AssertionError):
+        assert_match(ref, got, TOL, TOL)
+
+
+def test_the_tensor_maps_swizzle_is_honoured(gemm, rng):
+    """TMA writes each box through its map's swizzle; a map with another mode scrambles the tile
+    that wgmma then reads (the descriptors still say the right mode)."""
+    f, low = gemm
+    k = low.body.stmts[0] if isinstance(low.body, S.SeqStmt) else low.body
+    maps = k.annotations["tma_maps"]
+    other = {0: 1, 1: 2, 2: 3, 3: 0}  # a mode whose width still holds the box row
+    wrong = [dataclasses.replace(m, swizzle=other[m.swizzle]) for m in maps]
+    k2 = dataclasses.replace(k, annotations={**k.annotations, "tma_maps": wrong})
+
+    class Swap(Mutator):
+        def visit_Kernel(self, node):
+            return k2
+
+    bad = Swap().visit(low)
+    # the maps' variables are the same objects, so the loads find the changed maps
+    ref, got = _run(bad, f, rng)
+    with pytest.raises(AssertionError):
+        assert_match(ref, got, TOL, TOL)
+
+
+def test_wgmma_results_reach_registers_at_wait_group_only(gemm, rng):
+    """With the wait_group moved after the epilogue's reads, those reads see the registers from
+    before the wgmma: the emulator reports them instead of using stale values."""
+    f, low = gemm
+    i = nth(low, "tl::wgmma_wait_group")
+    with pytest.raises(RaceError) as e:
+        execute(without(low, i), random_args(f, rng))
+    # the next iteration's TMA overwrites a stage the other warpgroup's wgmma may still read
+    _lines(str(e.value), "warpgroup", "gemm.py:4")
+
+
+# -- the checks -------------------------------------------------------------------------------
+
+def test_read_of_a_tma_destination_before_its_phase_completes(gemm, rng):
+    f, low = gemm
+    with pytest.raises(RaceError) as e:
+        execute(without(low, nth(low, "tl::mbarrier_wait")), random_args(f, rng))
+    msg = str(e.value)
+    _lines(msg, "read of a TMA destination before its phase completes on shared buffer '",
+           "warpgroup 0's wgmma reads it", "the TMA load on mbarrier 'k_full[0]'",
+           "gemm.py:46  T.gemm(A_shared, B_shared, C_local)", "gemm.py:4")
+    assert e.value.span is not None and e.value.span.line == 46
+
+
+def test_missing_arrive_is_a_deadlock_naming_the_barrier_and_phase(gemm, rng):
+    f, low = gemm
+    with pytest.raises(SyncError) as e:
+        execute(without(low, nth(low, "tl::mbarrier_arrive")), random_args(f, rng))
+    _lines(str(e.value), "deadlock: threads 0-255 (warpgroups 0, 1) wait for phase 0 (parity 0) of mbarrier "
+           "'k_full[0]', which never completes: 1 of 1 arrival(s) still expected",
+           "initialized (count 1): gemm.py:43")
+
+
+def test_transaction_bytes_that_never_balance(gemm, rng):
+    f, low = gemm
+
+    def more(s):
+        b = s.value
+        return S.Evaluate(dataclasses.replace(b, args=(b.args[0], E.const(int(b.args[1].value) * 2, dt.int32))))
+    i = nth(low, "tl::mbarrier_expect_tx")
+    with pytest.raises(SyncError) as e:
+        execute(Mutate(i, more).visit(low), random_args(f, rng))
+    _lines(str(e.value), "mbarrier 'k_full[0]'", "transaction byte(s) not delivered")
+
+    def none(s):
+        b = s.value
+        return S.Evaluate(dataclasses.replace(b, args=(b.args[0], E.const(0, dt.int32))))
+    with pytest.raises(SyncError) as e:
+        execute(Mutate(i, none).visit(low), random_args(f, rng))
+    _lines(str(e.value), "mbarrier 'k_full[0]'", "delivered that no expect_tx announced")
+
+
+def test_generic_write_read_by_wgmma_without_proxy_fence(rng):
+    f, low = lowered("gemm_cp_async")
+    with pytest.raises(RaceError) as e:
+        execute(without(low, nth(low, "tl::fence_proxy_async")), random_args(f, rng))
+    _lines(str(e.value), "generic-proxy write read by the async proxy without fence.proxy.async on shared "
+           "buffer '", "wgmma reads it through the async proxy after thread", "gemm.py:46", "gemm.py:4")
+
+
+def test_accumulator_read_before_wait_group(rng):
+    f, low = lowered("gemm_cp_async")
+    with pytest.raises(RaceError) as e:
+        execute(without(low, nth(low, "tl::wgmma_wait_group")), random_args(f, rng))
+    _lines(str(e.value), "accumulator read before wgmma.wait_group: thread 0 reads register 'C_local'[0]",
+           "gemm.py:47", "warpgroup 0's wgmma: gemm.py:46")
+
+
+def test_accumulator_used_before_its_operands_are_pinned(rng):
+    f, low = lowered("flash_attention")
+    with pytest.raises(RaceError) as e:
+        execute(without(low, nth(low, "tl::wgmma_fence_operands")), random_args(f, rng))
+    _lines(str(e.value), "accumulator used before wgmma_fence_operands", "register 'S'[",
+           "flash_attention.py:73")
+
+
+def test_wgmma_without_its_fence(rng):
+    f, low = lowered("flash_attention")
+    with pytest.raises(RaceError) as e:
+        execute(without(low, nth(low, "tl::wgmma_fence")), random_args(f, rng))
+    _lines(str(e.value), "uses register 'S'[", "with no wgmma.fence in between", "flash_attention.py:73")
+
+
+def test_stage_reused_before_the_other_warpgroup_released_it(gemm, rng):
+    f, low = gemm
+    loop_sync = [i for i, s in enumerate(sync_statements(low)) if s.value.name == "sync_threads"][1]
+    with pytest.raises(RaceError) as e:
+        execute(without(low, loop_sync), random_args(f, rng))
+    _lines(str(e.value), "stage reused before the consumer released it (write after read) on shared buffer '",
+           "the TMA load on mbarrier 'k_full[", "warpgroup 1's wgmma", "gemm.py:46")
+
+
+def test_barrier_init_must_be_fenced_and_published(gemm, rng):
+    f, low = gemm
+    with pytest.raises(SyncError, match="whose initialization was not fenced for the async proxy"):
+        execute(without(low, nth(low, "tl::fence_barrier_init")), random_args(f, rng))
+    with pytest.raises(SyncError, match=r"by threads 1-255 .* before its initialization by thread 0 is ordered"):
+        execute(without(low, nth(low, "sync_threads")), random_args(f, rng))
+
+
+# -- warp specialization: producer and consumer warpgroups as tasks ---------------------------
+
+def ws_kernel(rounds=6, S=2, drop_empty_wait=False, drop_consumer_arrive=False):
+    @T.prim_func
+    def ws(A: T.Tensor((rounds * 128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            full = T.alloc_barrier([128] * S)
+            empty = T.alloc_barrier([128] * S)
+            ring = T.alloc_shared((S, 128), "float32")
+            acc = T.alloc_local((1,), "float32")
+            if tx >= 128:  # producer warpgroup
+                for r in T.serial(rounds):
+                    if not drop_empty_wait:
+                        T.mbarrier_wait_parity(empty[r % S], ((r // S) + 1) % 2)  # ws: empty wait
+                    ring[r % S, tx - 128] = A[r * 128 + tx - 128]  # ws: produce
+                    T.mbarrier_arrive(full[r % S])
+            else:  # consumer warpgroup
+                acc[0] = 0.0
+                for r in T.serial(rounds):
+                    T.mbarrier_wait_parity(full[r % S], (r // S) % 2)
+                    acc[0] += ring[r % S, (tx + 1) % 128]  # ws: consume
+                    if not drop_consumer_arrive:
+                        T.mbarrier_arrive(empty[r % S])
+                B[tx] = acc[0]
+    return ws
+
+
+NO_BARRIERS = {"tegula.disable_barrier_insertion": True}
+
+
+def test_warp_specialized_ring_runs(rng):
+    a = rng.standard_normal(6 * 128).astype(np.float32)
+    k = tegula.compile(ws_kernel(), out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=NO_BARRIERS)
+    np.testing.assert_allclose(k(a), np.roll(a.reshape(6, 128).astype(np.float64), -1, axis=1).sum(0),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_producer_overwriting_an_unreleased_stage_is_reported(rng):
+    a = rng.standard_normal(6 * 128).astype(np.float32)
+    k = tegula.compile(ws_kernel(drop_empty_wait=True), out_idx=[-1], target="cuda-emu:sm_90a",
+                       pass_configs=NO_BARRIERS)
+    with pytest.raises(RaceError) as e:
+        k(a)
+    _lines(str(e.value), "data race (write after read) on shared buffer 'ring' element",
+           "test_emu_hopper.py", "# ws: consume")
+
+
+def test_consumer_that_never_releases_deadlocks_the_producer(rng):
+    a = rng.standard_normal(6 * 128).astype(np.float32)
+    k = tegula.compile(ws_kernel(drop_consumer_arrive=True), out_idx=[-1], target="cuda-emu:sm_90a",
+                       pass_configs=NO_BARRIERS)
+    with pytest.raises(SyncError) as e:
+        k(a)
+    _lines(str(e.value), "deadlock: threads 128-255 (warpgroup 1) wait for phase 0 (parity 0) of mbarrier "
+           "'empty[0]'", "128 of 128 arrival(s) still expected", "# ws: empty wait",
+           "meanwhile threads 0-127 (warpgroup 0): threads 0-127 (warpgroup 0) wait for phase")

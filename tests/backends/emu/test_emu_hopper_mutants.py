@@ -1,0 +1,148 @@
+"""Mutation test of the Hopper emulator's checks: every barrier wait, arrive, expect_tx, fence,
+commit and wait_group of the lowered sm_90a GEMM (TMA and cp.async feeds) and flash attention is
+removed, one at a time, and the emulator must *report* each mutant as a located tegula error
+naming a buffer or a barrier and a line of the kernel (a wrong result alone does not count).
+
+The only mutants allowed to pass are equivalent ones, found from the IR itself: a
+``fence.proxy.async`` before a wgmma whose shared operands no generic store ever writes (only the
+copy engine fills them, and the mbarrier orders that), which the PTX ISA does not require; those
+must still compute the right result.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tegula.backends.emu import execute
+from tegula.backends.interp import execute as interpret
+from tegula.errors import RaceError, SyncError, TegulaError
+from tegula.ir import expr as E
+from tegula.ir import stmt as S
+
+from emu_util import assert_match, random_args
+from hopper_util import KERNELS, SYNC, Mutate, lowered, sync_statements, without
+
+LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention": "flash_attention.py:"}
+
+
+class _Lookahead(Mutate):
+    """Also notes, for each fence.proxy.async, the shared buffers the wgmma after it reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ahead: dict = {}
+        self.fence_reads: list = []
+
+    def visit_SeqStmt(self, s: S.SeqStmt) -> S.Stmt:
+        for i, c in enumerate(s.stmts):
+            if isinstance(c, S.Evaluate) and isinstance(c.value, E.Builtin) and c.value.name == "tl::fence_proxy_async":
+                bufs = set()
+                for d in s.stmts[i + 1:]:
+                    if isinstance(d, S.Evaluate) and isinstance(d.value, E.Builtin):
+                        if d.value.name == "tl::wgmma_commit_group":
+                            break
+                        for a in d.value.args:
+                            if isinstance(a, E.Builtin) and a.name == "tl::wgmma_desc":
+                                bufs.add(a.args[0].args[0].buffer)
+                self.ahead[id(c)] = bufs
+        return super().generic_visit(s)
+
+    def visit_Evaluate(self, s: S.Evaluate) -> S.Stmt:
+        out = super().visit_Evaluate(s)
+        if isinstance(s.value, E.Builtin) and s.value.name == "tl::fence_proxy_async":
+            self.fence_reads.append((len(self.seen) - 1, self.ahead.get(id(s), set())))
+        return out
+
+
+def _generic_writes(low) -> set:
+    """Shared buffers some generic store writes (element stores, vector copies, cp.async)."""
+    from tegula.ir.visitor import post_order_visit
+
+    out: set = set()
+
+    def visit(n) -> None:
+        if isinstance(n, S.BufferStore) and n.buffer.is_shared:
+            out.add(n.buffer)
+        if isinstance(n, E.Builtin) and n.name in ("tl::copy_vec", "tl::cp_async", "tl::cp_async_zfill"):
+            dst = n.args[0]
+            if isinstance(dst, E.Builtin) and dst.args and isinstance(dst.args[0], E.BufferLoad) \
+                    and dst.args[0].buffer.is_shared:
+                out.add(dst.args[0].buffer)
+    post_order_visit(low, visit)
+    return out
+
+
+def equivalent_mutants(low) -> set:
+    """Indices of the fences before wgmmas whose shared operands share no byte with a buffer a
+    generic store writes."""
+    la = _Lookahead()
+    la.visit(low)
+    kernel = [s for s in (low.body.stmts if isinstance(low.body, S.SeqStmt) else (low.body,))][0]
+    offs = {b: o for b, o in kernel.annotations["smem_offsets"].items()}
+
+    def extent(b):
+        return offs[b], offs[b] + b.numel() * b.dtype.itemsize
+
+    written = [extent(b) for b in _generic_writes(low)]
+    out = set()
+    for i, bufs in la.fence_reads:
+        if bufs and all(all(hi <= lo2 or hi2 <= lo for lo2, hi2 in written) for lo, hi in map(extent, bufs)):
+            out.add(i)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cases():
+    rng = np.random.default_rng()
+    out = {}
+    for name in KERNELS:
+        f, low = lowered(name)
+        args = random_args(f, rng)
+        ref = [a.copy() for a in args]
+        interpret(f, ref)
+        out[name] = (low, args, ref)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_every_mutant_is_reported(name, cases):
+    low, args, ref = cases[name]
+    got = [a.copy() for a in args]
+    execute(low, got)                       # the kernel as lowered is clean and right
+    assert_match(ref, got, 2e-3, 2e-3)
+    stmts = sync_statements(low)
+    kinds = {s.value.name for s in stmts}
+    need = {"tl::fence_proxy_async", "tl::wgmma_fence", "tl::wgmma_wait_group", "sync_threads"}
+    need |= {"tl::cp_async_wait"} if name == "gemm_cp_async" else {"tl::mbarrier_wait", "tl::mbarrier_arrive"}
+    assert need <= kinds, kinds
+    equivalent = equivalent_mutants(low)
+    survivors, reports = [], {}
+    for i, s in enumerate(stmts):
+        mutant = without(low, i)
+        out = [a.copy() for a in args]
+        try:
+            execute(mutant, out)
+        except (RaceError, SyncError) as e:
+            msg = str(e)
+            assert LINES[name] in msg, msg
+            assert re.search(r"(shared buffer|mbarrier|register) '", msg), msg
+            reports[i] = msg.splitlines()[0]
+            continue
+        except TegulaError as e:  # any other located error is a report too, but say which
+            raise AssertionError(f"mutant {i} ({s.value.name}) raised {type(e).__name__}: {e}")
+        survivors.append(i)
+        assert i in equivalent, f"removing #{i} {s.value.name} is not reported:\n{mutant.script()}"
+        assert_match(ref, out, 2e-3, 2e-3)  # an equivalent mutant: the result stays right
+    assert set(survivors) == equivalent
+    assert len(reports) >= len(stmts) - len(equivalent)
+    # what each kind of removal is reported as
+    by_kind: dict = {}
+    for i, first in reports.items():
+        by_kind.setdefault(stmts[i].value.name, set()).add(first.split(" on ")[0].split(":")[0])
+    if "tl::mbarrier_arrive" in by_kind:
+        assert any("deadlock" in k for k in by_kind["tl::mbarrier_arrive"])
+    if "tl::wgmma_wait_group" in by_kind:
+        assert by_kind["tl::wgmma_wait_group"] & {"accumulator read before wgmma.wait_group",
+                                                  "stage reused before the consumer released it (write after read)"}
