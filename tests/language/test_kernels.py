@@ -4,6 +4,16 @@ import pytest
 
 import tegula as tilelang
 import tegula.language as T
+from tegula.target import gpu_available
+
+
+@pytest.fixture(params=["cpu", "cuda-emu:sm_90a", pytest.param("cuda", marks=pytest.mark.gpu)])
+def target(request):
+    """On the interpreter, on the emulated Hopper lowering (TMA, wgmma, mbarriers checked on the
+    CPU) and, where a GPU is present, on CUDA."""
+    if request.param == "cuda" and not gpu_available():
+        pytest.skip("no CUDA GPU")
+    return request.param
 
 
 def gemm_kernel(M, N, K, bm, bn, bk, dtype="float16", accum="float32", ta=False, tb=False):

@@ -51,7 +51,7 @@ class Bar:
         self.last_arrive: Optional[Any] = None
 
     def state(self) -> str:
-        s = f"{self.pending} of {self.count} arrival(s) still expected"
+        s = f"it expects {self.pending} arrival(s) more (of {self.count})"
         if self.tx > 0:
             s += f" and {self.tx} transaction byte(s) not delivered"
         elif self.tx < 0:

@@ -129,7 +129,7 @@ def test_missing_arrive_is_a_deadlock_naming_the_barrier_and_phase(gemm, rng):
     with pytest.raises(SyncError) as e:
         execute(without(low, nth(low, "tl::mbarrier_arrive")), random_args(f, rng))
     _lines(str(e.value), "deadlock: threads 0-255 (warpgroups 0, 1) wait for phase 0 (parity 0) of mbarrier "
-           "'k_full[0]', which never completes: 1 of 1 arrival(s) still expected",
+           "'k_full[0]', which never completes: it expects 1 arrival(s) more (of 1)",
            "initialized (count 1): gemm.py:43")
 
 
@@ -255,5 +255,5 @@ def test_consumer_that_never_releases_deadlocks_the_producer(rng):
     with pytest.raises(SyncError) as e:
         k(a)
     _lines(str(e.value), "deadlock: threads 128-255 (warpgroup 1) wait for phase 0 (parity 0) of mbarrier "
-           "'empty[0]'", "128 of 128 arrival(s) still expected", "# ws: empty wait",
+           "'empty[0]'", "it expects 128 arrival(s) more (of 128)", "# ws: empty wait",
            "meanwhile threads 0-127 (warpgroup 0): threads 0-127 (warpgroup 0) wait for phase")
