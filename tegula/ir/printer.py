@@ -374,6 +374,7 @@ class ScriptPrinter:
             panel, order = swizzle if isinstance(swizzle, tuple) else (swizzle, "row")
             self.line(f"T.use_swizzle({self.e(panel)}, order={_q(str(order))})", d)
         layouts = ann.pop("layout_map", None)
+        ann.pop("layout_spans", None)  # where each layout was given (for errors), not IR
         if layouts:
             items = [f"{self.name_of(b)}: {self.e(lay)}" for b, lay in layouts.items()]
             if len(items) == 1:

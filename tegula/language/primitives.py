@@ -10,7 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
-from tegula.errors import DTypeError, KernelTypeError, ScopeError, ShapeError, UnsupportedError
+from tegula.errors import (DTypeError, KernelTypeError, LayoutError, ScopeError, ShapeError,
+                           UnsupportedError)
 from tegula.ir import expr as E
 from tegula.ir.buffer import FRAGMENT, LOCAL, SHARED, SHARED_DYN, Buffer, BufferRegion
 from tegula.ir import dtype as dt
@@ -384,16 +385,42 @@ def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Non
 
 
 def annotate_layout(layout_map: dict) -> None:
+    """``T.annotate_layout({buf: layout})``: the layouts the compiler must use. A ``T.Layout`` (or
+    ``make_swizzled_layout``) on a shared tile is where its elements live; a fragment layout
+    (``T.Fragment``, or one of :mod:`tegula.layout`) on a fragment is how it spreads over the
+    threads. Layout inference starts from them, and an op that cannot work with one is a
+    :class:`~tegula.errors.LayoutError` naming both lines. Layouts of global buffers are accepted
+    and change nothing (global buffers stay row-major)."""
+    from tegula.ir.span import current_span
+    from tegula.layout.user import Fragment as UserFragment, Layout as UserLayout
+
     k = current("T.annotate_layout").require_kernel("T.annotate_layout")
     if not isinstance(layout_map, dict):
         raise KernelTypeError("T.annotate_layout takes a dict {buffer: layout}")
+    out = {}
     for buf, lay in layout_map.items():
         if not isinstance(buf, Buffer):
             raise KernelTypeError(f"T.annotate_layout: keys must be buffers, got {buf!r}")
         if not (type(lay).__module__ or "").startswith("tegula") and not callable(lay):
             raise KernelTypeError(f"T.annotate_layout: the layout of '{buf.name}' must be a layout "
                                   f"(T.Layout, T.Fragment, make_swizzled_layout(...)), got {lay!r}")
-    k.annotations.setdefault("layout_map", {}).update(layout_map)
+        if isinstance(lay, UserLayout):
+            if buf.is_fragment:
+                raise LayoutError(f"T.annotate_layout: '{buf.name}' is a fragment; its layout must "
+                                  f"say which thread holds each element (T.Fragment), got {lay.describe()}")
+            if buf.is_shared:
+                lay = lay.on_shared(buf)
+        elif isinstance(lay, UserFragment) and buf.is_fragment:
+            lay = lay.on_fragment(buf, math.prod(int(t) for t in k.threads))
+        elif isinstance(lay, UserFragment):
+            raise LayoutError(f"T.annotate_layout: '{buf.name}' is not a fragment; T.Fragment says how "
+                              f"a fragment spreads over the threads, got {lay.describe()}",
+                              hint="use T.Layout for shared tiles")
+        out[buf] = lay
+    k.annotations.setdefault("layout_map", {}).update(out)
+    spans = k.annotations.setdefault("layout_spans", {})
+    for buf in out:
+        spans[buf] = current_span()
 
 
 def annotate_safe_value(safe_value_map: dict) -> None:

@@ -23,12 +23,32 @@ from tegula.ir.expr import Expr
 from tegula.layout.fragment import flatten
 
 
+def swizzled_column(r: Any, c: Any, cpr: int, chunk: int) -> Any:
+    """Where column ``c`` of row ``r`` lands in a swizzled row of ``cpr`` 16-byte chunks of
+    ``chunk`` elements (the formulas of the module docstring; ``cpr == 1``: in place). ``r`` and
+    ``c`` may be ints or expressions."""
+    ch, inner = c // chunk, c % chunk
+    if cpr >= 8:
+        phys = (ch // 8) * 8 + ((ch % 8) ^ (r % 8))
+    elif cpr == 4:
+        phys = ch ^ ((r // 2) % 4)
+    elif cpr == 2:
+        phys = ch ^ ((r // 4) % 2)
+    else:
+        return c
+    return phys * chunk + inner
+
+
 @dataclass(frozen=True)
 class RowMajor:
     shape: tuple[int, ...]
 
     def offset(self, idx: Sequence[Any]) -> Expr:
         return flatten(idx, self.shape)
+
+    def staged(self, stages: int) -> "RowMajor":
+        """``stages`` copies of the tile, one after another."""
+        return RowMajor((stages,) + self.shape)
 
     def describe(self) -> str:
         return f"RowMajor{self.shape}"
@@ -51,20 +71,17 @@ class Swizzled:
     def offset(self, idx: Sequence[Any]) -> Expr:
         *lead, r, c = [E.as_expr(i) for i in idx]
         rows, cols = self.shape[-2], self.shape[-1]
-        ch, inner = c // self.chunk, c % self.chunk
-        if self.cpr >= 8:
-            phys = (ch // 8) * 8 + ((ch % 8) ^ (r % 8))
-        elif self.cpr == 4:
-            phys = ch ^ ((r // 2) % 4)
-        else:
-            phys = ch ^ ((r // 4) % 2)
-        tile = r * cols + phys * self.chunk + inner
+        tile = r * cols + swizzled_column(r, c, self.cpr, self.chunk)
         if lead:
             tile = flatten(list(lead), self.shape[:-2]) * (rows * cols) + tile
         return tile
 
     def describe(self) -> str:
         return f"Swizzled{self.shape}x{self.elem_bytes}B"
+
+    def staged(self, stages: int) -> "Swizzled":
+        """``stages`` copies of the tile, one after another."""
+        return Swizzled((stages,) + self.shape, self.elem_bytes)
 
     @staticmethod
     def suits(shape: Sequence[int], elem_bytes: int) -> bool:

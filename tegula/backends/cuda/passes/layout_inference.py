@@ -48,6 +48,7 @@ from tegula.ir.visitor import Mutator, Visitor, post_order_visit
 from tegula.layout.fragment import (FlatLayout, Fragment, MmaLayout, Replicated, RowLayout,
                                     RowsOf, mma_warps)
 from tegula.layout.shared import RowMajor, Swizzled
+from tegula.layout.user import SharedLayout
 from tegula.layout.wgmma import WgmmaLayout, WgmmaShared
 
 MMA_OPERANDS = {"float16": "float32", "bfloat16": "float32", "int8": "int32", "uint8": "int32"}
@@ -156,9 +157,10 @@ def infer_layouts(kernel: Kernel) -> LayoutPlan:
     loose = TILE_RULES.each(col.ops, "layout")
 
     # level 1: strict
+    spans = kernel.annotations.get("layout_spans") or {}
     for buf, lay in (kernel.annotations.get("layout_map") or {}).items():
         if isinstance(lay, Fragment) and buf.is_fragment:
-            plan.assign(buf, lay, "T.annotate_layout", kernel.span)
+            plan.assign(buf, lay, "T.annotate_layout", spans.get(buf) or kernel.span)
     if kernel.annotations.get("wgmma"):  # marked by UseWgmma (sm_90a)
         gemms = [op for op in col.ops if isinstance(op, Gemm)]
         plan.wgmma = wgmma_gemms(gemms, plan.threads, kernel.annotations.get("layout_map") or {})
@@ -182,6 +184,26 @@ def infer_layouts(kernel: Kernel) -> LayoutPlan:
         plan.assign(buf, free_layout(buf, plan.threads), "free choice", buf.span)
         propagate()
     return plan
+
+
+def same_placement(a: Fragment, b: Fragment) -> bool:
+    """Whether two layouts put every element in the same (thread, register), however they are
+    written (a user's ``T.Fragment`` may spell out a layout of tegula's own)."""
+    if a.same(b):
+        return True
+    if tuple(a.shape) != tuple(b.shape) or a.threads != b.threads or a.local_size != b.local_size:
+        return False
+    from tegula.ir.evaluate import host_lambda
+
+    t = Var("t")
+    n = len(a.shape)
+    for k in range(a.local_size):
+        both = host_lambda(tuple(a.coords(t, k)) + tuple(b.coords(t, k)), lambda v, bind: "v")
+        for th in range(a.threads):
+            got = both(th)
+            if got[:n] != got[n:]:
+                return False
+    return True
 
 
 def _parallel_loop(plan: LayoutPlan, vars_: list[Var], exts: list[Any], acc: list) -> bool:
@@ -220,14 +242,24 @@ def _gemm_layout(g: Gemm, plan: LayoutPlan) -> bool:
         return False
     want = plan.wgmma.get(g) or MmaLayout(M, N, *wmn)
     have = plan.fragments.get(g.C.buffer)
-    if have is not None and not have.same(want):
+    if have is not None and not same_placement(have, want):
         why, span = plan.origin[g.C.buffer]
+        where = span.short() if span else "?"
+        if why == "T.annotate_layout":
+            raise LayoutError(
+                f"layout conflict: '{g.C.buffer.name}' has the layout T.annotate_layout gives it at "
+                f"{where} ({have.describe()}), and this T.gemm needs its accumulator in "
+                f"{want.describe()}", g.span,
+                hint="drop the annotation of the accumulator, or give it the gemm's layout")
         raise LayoutError(
             f"layout conflict: '{g.C.buffer.name}' is the accumulator of two gemms that need "
-            f"different layouts ({have.describe()} from {why} at {span.short() if span else '?'} "
+            f"different layouts ({have.describe()} from {why} at {where} "
             f"and {want.describe()} here)", g.span,
             hint="give both gemms the same policy and tile shape, or use separate accumulators")
     plan.gemm_warps[g] = wmn
+    if have is not None and not have.same(want):  # the same placement, spelled otherwise
+        plan.fragments[g.C.buffer] = want
+        return False
     return plan.assign(g.C.buffer, want, "T.gemm", g.span)
 
 
@@ -282,7 +314,7 @@ def choose_shared_layouts(kernel: Kernel) -> dict:
         layout_map = kernel.annotations.get("layout_map") or {}
         out.update(wgmma_shared_layouts(wgmma_gemms(gemms, kernel.num_threads, layout_map)))
     for buf, lay in (kernel.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
-        if buf.is_shared and isinstance(lay, (RowMajor, Swizzled, WgmmaShared)):
+        if buf.is_shared and isinstance(lay, (RowMajor, Swizzled, WgmmaShared, SharedLayout)):
             out[buf] = lay
     return out
 

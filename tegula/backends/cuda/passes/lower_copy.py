@@ -122,7 +122,7 @@ def _contiguous_aligned(ctx: Ctx, r: BufferRegion, v: int) -> bool:
         return False
     if buf.is_shared:
         lay = ctx.shared(buf)[1]
-        if hasattr(lay, "chunk") and lay.chunk % v and v % lay.chunk:
+        if hasattr(lay, "chunk") and lay.chunk % v:  # vectors must not straddle moved chunks
             return False
     m = const_int(simplify(last_start % v))
     return m == 0

@@ -25,7 +25,8 @@ from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import MmaLayout
 from tegula.layout.wgmma import WgmmaLayout
 from tegula.backends.cuda.passes.lower_wgmma import lower_wgmma
-from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, region_index, whole)
+from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, region_index,
+                                                          require_rows, whole)
 
 _MMA = {"float16": "tl::mma_m16n8k16_f16_f32", "bfloat16": "tl::mma_m16n8k16_bf16_f32",
         "int8": "tl::mma_m16n8k32_s8_s32", "uint8": "tl::mma_m16n8k32_u8_s32"}
@@ -74,6 +75,9 @@ def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
     g_, q = lane // 4, lane % 4
     c_reg = ctx.reg(g.C.buffer)
     a_regs = _a_from_registers(ctx, g, lay)
+    for r in (g.A, g.B):
+        if r.buffer.is_shared:
+            require_rows(ctx, r.buffer, 16, "T.gemm (ldmatrix)", g.span)
     staged = [a_buf] if a_buf.is_fragment and not a_regs else []
     a_frag = Buffer(ctx.fresh("A_frag"), (MI * aper,), elt, LOCAL)
     b_frag = Buffer(ctx.fresh("B_frag"), (NI * bper,), elt, LOCAL)

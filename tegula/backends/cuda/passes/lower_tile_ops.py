@@ -32,7 +32,8 @@ from tegula.backends.cuda.passes import lower_atomic, lower_copy, lower_fill, lo
 from tegula.backends.cuda.passes import lower_print, lower_reduce  # noqa: F401 (register rules)
 from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, infer_layouts
 from tegula.backends.cuda.passes.lower_parallel import lower_parallel
-from tegula.backends.cuda.passes.lowering_context import Ctx, block_expr, per_thread, varies
+from tegula.backends.cuda.passes.lowering_context import (Ctx, block_expr, per_thread, require_rows,
+                                                          varies)
 from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain
 from tegula.layout.wgmma import WgmmaShared
 
@@ -58,6 +59,7 @@ def lower_kernel(k: Kernel) -> Kernel:
     ctx.varying = [tid] if k.thread_var is not None else []
     ctx.divergent = False
     ctx.smem_layouts = choose_shared_layouts(k)
+    ctx.layout_spans = k.annotations.get("layout_spans") or {}
     ctx.bind_range(tid, 0, k.num_threads - 1)
     ctx.block_vars = tuple(k.block_vars)
     for v, g in zip(k.block_vars, k.grid):
@@ -160,10 +162,6 @@ def _attr(ctx: Ctx, s: AttrStmt) -> Stmt:
     return AttrStmt(s.key, s.value, lower_block(ctx, s.body), span=s.span)
 
 
-def _evaluate(ctx: Ctx, s: Evaluate) -> Stmt:
-    return Evaluate(block_expr(ctx, s.value), span=s.span)
-
-
 def _store(ctx: Ctx, s: BufferStore) -> Stmt:
     b = s.buffer
     value = block_expr(ctx, s.value)
@@ -179,6 +177,11 @@ def _store(ctx: Ctx, s: BufferStore) -> Stmt:
 
 
 def _evaluate(ctx: Ctx, s: Evaluate) -> Stmt:
+    v = s.value
+    if isinstance(v, E.Builtin) and v.name == "tl::ldmatrix":  # thread-level code's own ldmatrix
+        src = v.args[1].args[0] if isinstance(v.args[1], E.Builtin) and v.args[1].args else None
+        if isinstance(src, E.BufferLoad) and src.buffer.is_shared:
+            require_rows(ctx, src.buffer, 16, "ldmatrix", s.span)
     value = block_expr(ctx, s.value)  # barrier calls: shared operands move to their lowered buffers
     return s if value is s.value else Evaluate(value, span=s.span)
 

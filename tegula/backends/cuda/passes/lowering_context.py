@@ -90,6 +90,7 @@ class Ctx:
             n = 1
             for d in shape:
                 n *= d
+            n = getattr(lay, "size", n)  # a user's layout may leave gaps
             flat = Buffer(buf.name, (n,), buf.dtype, SHARED_DYN, span=buf.span)
             got = (flat, lay)
             self.smem[buf] = got
@@ -169,6 +170,24 @@ class Ctx:
         post = ([sync()] + [self.stage_in(b) for b in ins] + ([sync()] if fence_after else [])) \
             if ins else []
         return seq(*pre, body, *post)
+
+
+def require_rows(ctx: Ctx, buf: Buffer, nbytes: int, op: str, span: Any) -> None:
+    """``op`` (at ``span``) reads ``nbytes``-byte rows of shared tile ``buf`` as single accesses
+    (``ldmatrix``): a layout that splits them is a LayoutError naming the layout's line too."""
+    lay = ctx.shared(buf)[1]
+    run = getattr(lay, "chunk", None)
+    if run is None or run * buf.dtype.itemsize >= nbytes:
+        return
+    given = (getattr(ctx, "layout_spans", None) or {}).get(buf)
+    where = f" at {given.short()}" if given is not None else ""
+    from tegula.errors import LayoutError
+
+    raise LayoutError(f"layout conflict: {op} reads {nbytes}-byte rows of '{buf.name}', and the layout "
+                      f"given to it{where} ({lay.describe()}) keeps only {run * buf.dtype.itemsize} "
+                      "consecutive bytes together", span,
+                      hint=f"a layout that moves whole {nbytes}-byte chunks (make_swizzled_layout) "
+                           "keeps them")
 
 
 def _flat(idx: Sequence[Expr], shape: Sequence[Any]) -> Expr:

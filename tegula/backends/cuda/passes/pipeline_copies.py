@@ -199,6 +199,25 @@ def _pipeline_loop(loop: For, others: list[Stmt], new_allocs: dict) -> Optional[
                               span=loop.span))
 
 
+def restaged_annotations(ann: dict, new_allocs: dict) -> dict:
+    """``ann`` with the layouts ``T.annotate_layout`` gave to tiles that now have pipeline stages
+    moved to their staged buffers (stage after stage, each laid out as the tile was)."""
+    ann = dict(ann)
+    for key in ("layout_map", "layout_spans"):
+        old = ann.get(key)
+        if not old:
+            continue
+        new = {}
+        for b, v in old.items():
+            nb = new_allocs.get(b)
+            if isinstance(nb, Buffer) and nb.ndim == b.ndim + 1 and key == "layout_map":
+                v = v.staged(int(nb.shape[0])) if hasattr(v, "staged") else None
+            if v is not None:
+                new[nb if isinstance(nb, Buffer) else b] = v
+        ann[key] = new
+    return ann
+
+
 def pipeline_copies(func: PrimFunc) -> PrimFunc:
     """Apply software pipelining to every qualifying ``T.Pipelined`` loop."""
     return rewrite_pipelined_loops(func, _pipeline_loop)
@@ -237,6 +256,7 @@ def rewrite_pipelined_loops(func: PrimFunc, rewrite: Any) -> PrimFunc:
             allocs = tuple(new_allocs.get(b, b) for b in kern.allocs)
             allocs += tuple(b for k, b in new_allocs.items() if k not in kern.allocs)
             return Kernel(kern.grid, kern.threads, kern.block_vars, allocs, body, dict(kern.alloc_inits),
-                          dict(kern.annotations), thread_var=kern.thread_var, span=kern.span)
+                          restaged_annotations(kern.annotations, new_allocs),
+                          thread_var=kern.thread_var, span=kern.span)
 
     return M().visit(func)

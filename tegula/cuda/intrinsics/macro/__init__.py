@@ -1,0 +1,1 @@
+"""``tilelang.cuda.intrinsics.macro``: emitters of warp-level code."""
