@@ -221,7 +221,12 @@ def alloc_shared(shape: Any, dtype: Any, scope: str = SHARED_DYN) -> Buffer:
 
 
 def alloc_fragment(shape: Any, dtype: Any, scope: str = FRAGMENT) -> Buffer:
-    return _alloc(shape, dtype, FRAGMENT, "T.alloc_fragment")
+    """A block-wide register tile whose split over the threads the compiler infers; with
+    ``scope="local"`` (TileLang's spelling for per-thread registers) the same as
+    :func:`alloc_local`."""
+    if scope not in (FRAGMENT, LOCAL):
+        raise KernelTypeError(f"T.alloc_fragment: scope must be '{FRAGMENT}' or '{LOCAL}', got {scope!r}")
+    return _alloc(shape, dtype, scope, "T.alloc_fragment")
 
 
 def alloc_local(shape: Any, dtype: Any, scope: str = "local") -> Buffer:

@@ -125,7 +125,8 @@ def _for(ctx: Ctx, s: For) -> Stmt:
         ctx.bind_range(s.var, 0, max(0, s.extent - 1))
     kind = "serial" if s.kind in ("pipelined", "serial") else s.kind
     body = _under(ctx, varies(ctx, s.start, s.extent), s.body)
-    return For(s.var, block_expr(ctx, s.start), s.extent, body, kind, s.step,
+    extent = block_expr(ctx, s.extent) if isinstance(s.extent, E.Expr) else s.extent
+    return For(s.var, block_expr(ctx, s.start), extent, body, kind, s.step,
                {k: v for k, v in s.annotations.items() if k not in ("num_stages", "order", "stage", "group")},
                span=s.span)
 
