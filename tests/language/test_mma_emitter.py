@@ -9,6 +9,7 @@ import pytest
 import tegula
 import tegula.language as T
 from tegula.backends.cuda.compiler import available_backends
+from tegula.target import gpu_available
 from tegula.cuda.intrinsics import get_swizzle_layout
 from tegula.cuda.intrinsics.layout.utils import get_mma_micro_size
 from tegula.cuda.intrinsics.macro.mma_macro_generator import TensorCoreIntrinEmitter
@@ -73,7 +74,7 @@ CASES = [("float16", "float32", True, True, False), ("float16", "float32", False
          ("bfloat16", "float32", True, False, True), ("int8", "int32", True, True, False)]
 
 
-@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu", pytest.param("cuda", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("dtype, accum, b_t, swizzle, c_tiles", CASES)
 def test_emitter_gemm_matches_float64(target, dtype, accum, b_t, swizzle, c_tiles, rng):
     M, N, K = 64, 128, 128
@@ -84,7 +85,19 @@ def test_emitter_gemm_matches_float64(target, dtype, accum, b_t, swizzle, c_tile
             assert "tl::ldmatrix<4" in src and "tl::mma_m16n8k" in src
     a, b = _inputs(rng, dtype, M, N, K, b_t)
     c = np.full((M, N), -7, np.float32 if accum == "float32" else np.int32)  # poisoned
-    tegula.compile(f, target=target)(a, b, c)
+    if target == "cuda":
+        if not gpu_available():
+            pytest.skip("no CUDA GPU")
+        import torch
+
+        dev = [torch.from_numpy(x.view(np.int16) if x.dtype.itemsize == 2 and dtype == "bfloat16" else x).cuda()
+               for x in (a, b, c)]
+        if dtype == "bfloat16":
+            dev[:2] = [x.view(torch.bfloat16) for x in dev[:2]]
+        tegula.compile(f, target="cuda")(*dev)
+        c = dev[2].cpu().numpy()
+    else:
+        tegula.compile(f, target=target)(a, b, c)
     bb = b.astype(np.float64)
     ref = a.astype(np.float64) @ (bb.T if b_t else bb)
     if dtype == "int8":
