@@ -124,7 +124,7 @@ _TABLE = [
 ]
 _BY_NAME = {d.name: d for d in _TABLE}
 _ALIASES = {
-    "float": "float32", "half": "float16", "double": "float64", "int": "int32",
+    "float": "float32", "half": "float16", "double": "float64", "int": "int32", "uint": "uint32",
     "float8_e4m3fn": "float8_e4m3", "e4m3_float8": "float8_e4m3", "e5m2_float8": "float8_e5m2",
     "bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64",
 }

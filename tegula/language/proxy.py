@@ -6,8 +6,9 @@ from typing import Any, Optional
 
 from tegula.errors import KernelTypeError, ShapeError, TegulaError
 from tegula.ir import dtype as dt
-from tegula.ir.buffer import Buffer
+from tegula.ir.buffer import FRAGMENT, GLOBAL, LOCAL, SHARED_DYN, SHARED_STATIC, Buffer
 from tegula.ir.expr import Const, Expr, Var
+from tegula.language import primitives as P
 from tegula.language import semantic
 from tegula.language.builder import active, caller_span, current
 
@@ -136,6 +137,21 @@ def alloc_global(shape: Any, dtype: Any, scope: str = "global") -> Buffer:
     buf = Buffer(b.take_name("workspace"), shp, semantic.check_dtype(dtype, "T.alloc_global"), "global")
     b.workspaces.append(buf)
     return buf
+
+
+def alloc_buffer(shape: Any, dtype: Any, scope: str = GLOBAL) -> Buffer:
+    """``T.alloc_buffer(shape, dtype, scope=)``: an allocation named by its scope. ``"global"``
+    (the default) is :func:`alloc_global`; ``"shared"`` / ``"shared.dyn"``, ``"local.fragment"``
+    and ``"local"`` are ``T.alloc_shared``, ``T.alloc_fragment`` and ``T.alloc_local``. Raises
+    ``KernelTypeError`` for another scope."""
+    if scope == GLOBAL:
+        return alloc_global(shape, dtype)
+    make = {SHARED_STATIC: P.alloc_shared, SHARED_DYN: P.alloc_shared, FRAGMENT: P.alloc_fragment,
+            LOCAL: P.alloc_local}.get(scope)
+    if make is None:
+        raise KernelTypeError(f"T.alloc_buffer: unknown scope {scope!r}",
+                              hint="one of 'global', 'shared', 'shared.dyn', 'local.fragment', 'local'")
+    return make(shape, dtype, scope) if scope in (SHARED_STATIC, SHARED_DYN) else make(shape, dtype)
 
 
 def is_tensor_annotation(x: Any) -> bool:

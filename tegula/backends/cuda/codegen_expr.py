@@ -445,8 +445,10 @@ def _extern_call(p: ExprPrinter, e: E.Builtin) -> Rendered:
 
 @builtin_rule("bitcast")
 def _bitcast(p: ExprPrinter, e: E.Builtin) -> Rendered:
-    """``T.reinterpret``: the argument's bits as ``e.ret``."""
-    return f"tl::bit_cast<{e.ret.ctype}>({p.render(e.args[0])[0]})", PRIMARY
+    """``T.reinterpret``: the argument's bits as ``e.ret``. The argument's own type is named:
+    C's integer promotion makes a ``uint16`` expression an ``int``, of another width."""
+    a = e.args[0]
+    return f"tl::bit_cast<{e.ret.ctype}, {a.dtype.ctype}>({p.render(a)[0]})", PRIMARY
 
 
 @builtin_rule("thread_idx")
