@@ -246,6 +246,15 @@ def has_effects(e: Any) -> bool:
     return bool(found)
 
 
+def extern_code_error(e: Any, span: Any) -> UnsupportedError:
+    """What running a ``T.call_extern`` of C code on a host target is."""
+    return UnsupportedError(
+        f"T.call_extern({e.attr('callee')!r}) calls C++ code (T.import_source), which the "
+        f"interpreter and the emulator (targets cpu, cuda-emu) cannot run: only the CUDA targets "
+        f"compile it", span,
+        hint="build the kernel for target='cuda' (or write the function with T.* operations)")
+
+
 def bitcast(e: Any, ctx: Any) -> CExpr:
     """``T.reinterpret``'s ``Builtin("bitcast")``: the bits of the argument read as ``e.ret``."""
     a = compile_expr(e.args[0], ctx)

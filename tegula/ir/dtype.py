@@ -122,7 +122,11 @@ _TABLE = [
     DType("float32", "float", 32, np.float32, "float"),
     DType("float64", "float", 64, np.float64, "double"),
 ]
+# An opaque address (TVM's "handle", ``T.ptr``): 64 bits, no arithmetic. Not an element type of
+# ALL_DTYPES: tensors of addresses are passed as int64 tensors.
+handle = DType("handle", "handle", 64, np.int64, "void*")
 _BY_NAME = {d.name: d for d in _TABLE}
+_BY_NAME["handle"] = handle
 _ALIASES = {
     "float": "float32", "half": "float16", "double": "float64", "int": "int32", "uint": "uint32",
     "float8_e4m3fn": "float8_e4m3", "e4m3_float8": "float8_e4m3", "e5m2_float8": "float8_e5m2",

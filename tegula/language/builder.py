@@ -28,6 +28,9 @@ class KernelFrame:
     threads: tuple = (128,)
     safe_values: dict = field(default_factory=dict)  # T.annotate_safe_value: buffer -> value
     thread_var: Optional[Var] = None  # the thread index, once T.get_thread_binding asked for it
+    block_vars: tuple = ()  # blockIdx.x, .y, .z as bound by the `with T.Kernel(...) as ...`
+    attr_scopes: list = field(default_factory=list)  # the `with T.attr(...)` blocks open here
+    reducers: dict = field(default_factory=dict)  # T.alloc_reducer tiles -> op
 
 
 class Builder:

@@ -30,7 +30,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.span import Span, span_scope
 from tegula.ir.stmt import (Break, Continue, BufferStore, For, IfThenElse, Kernel, LetStmt, While,
                             seq)
-from tegula.language import ascend, semantic
+from tegula.language import ascend, lowlevel, semantic
 from tegula.language.builder import Builder, KernelFrame, new_var
 from tegula.language.primitives import KernelSpec, LoopSpec, serial
 from tegula.language.proxy import ConstSymbol, TensorSpec
@@ -191,7 +191,7 @@ class Parser:
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # docstring
-        self.eval(node.value)
+        lowlevel.evaluate(self.eval(node.value))  # a call made for its effect (T.call_extern)
 
     def visit_Pass(self, node: ast.Pass) -> None:
         pass
@@ -313,6 +313,10 @@ class Parser:
                 "is spread across the threads of the block, so single elements can only be addressed "
                 "inside a T.Parallel loop or through tile operations",
                 hint="wrap the store in `for i, j in T.Parallel(...)`, or use T.alloc_local / T.alloc_var")
+        atomic = lowlevel.reducer_update(self.b.kernel, buf, idx, value) if self.b.kernel.reducers else None
+        if atomic is not None:
+            self.b.emit(atomic)
+            return
         self.b.emit(BufferStore(buf, idx, semantic.store_value(buf, value)))
 
     def declare_tensor(self, name: str, spec: TensorSpec) -> None:
@@ -488,7 +492,7 @@ class Parser:
                                   f"{len(names)} block index name(s)")
         default = ["bx", "by", "bz"]
         block_vars = tuple(new_var(names[i] if names else default[i]) for i in range(len(ctx.grid)))
-        frame = KernelFrame(threads=tuple(ctx.threads))
+        frame = KernelFrame(threads=tuple(ctx.threads), block_vars=block_vars)
         frame.names.update(self.b.param_names)
         for n, v in zip(names, block_vars):
             self.locals[n] = v

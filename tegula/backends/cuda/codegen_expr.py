@@ -451,6 +451,12 @@ def _bitcast(p: ExprPrinter, e: E.Builtin) -> Rendered:
     return f"tl::bit_cast<{e.ret.ctype}, {a.dtype.ctype}>({p.render(a)[0]})", PRIMARY
 
 
+@builtin_rule("call_extern")
+def _call_extern(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    """``T.call_extern``: a call of the C function ``attrs["callee"]`` (from ``T.import_source``)."""
+    return f"{e.attr('callee')}({p.args(e.args)})", PRIMARY
+
+
 @builtin_rule("thread_idx")
 def _thread_idx(p: ExprPrinter, e: E.Builtin) -> Rendered:
     simple = re.fullmatch(r"[\w.]+", p.thread_idx) is not None

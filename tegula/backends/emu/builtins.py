@@ -14,7 +14,7 @@ import numpy as np
 
 from tegula.errors import RaceError, UnsupportedError
 from tegula.ir import expr as E
-from tegula.backends.closure import MASK, CExpr, bitcast, compile_expr
+from tegula.backends.closure import MASK, CExpr, bitcast, compile_expr, extern_code_error
 from tegula.backends.emu.context import STATE, BufInfo, Ctx, builtin_rule, lanes_of
 from tegula.backends.emu.exprs import compile_element
 from tegula.backends.emu.memory import (Addr, AsyncCopy, byte_offset, check_align, read_elems,
@@ -121,6 +121,11 @@ def _sync_warp(e: E.Builtin, ctx: Ctx) -> CExpr:
 @builtin_rule("bitcast")
 def _bitcast(e: E.Builtin, ctx: Ctx) -> CExpr:
     return bitcast(e, ctx)
+
+
+@builtin_rule("call_extern")
+def _call_extern(e: E.Builtin, ctx: Ctx) -> CExpr:
+    raise extern_code_error(e, e.span or ctx.span)
 
 
 @builtin_rule("shfl_xor")

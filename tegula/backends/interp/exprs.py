@@ -14,7 +14,7 @@ import numpy as np
 
 from tegula.errors import OutOfBoundsError
 from tegula.ir.expr import Builtin, BufferLoad, Select
-from tegula.backends.closure import (MASK, ORDERING_ONLY, CExpr, bitcast, compile_expr,
+from tegula.backends.closure import (MASK, ORDERING_ONLY, CExpr, bitcast, compile_expr, extern_code_error,
                                      has_effects)
 from tegula.backends.interp.context import Ctx, expr_rule
 
@@ -23,6 +23,8 @@ from tegula.backends.interp.context import Ctx, expr_rule
 def _builtin(e: Builtin, ctx: Ctx) -> CExpr:
     if e.name == "bitcast":
         return bitcast(e, ctx)
+    if e.name == "call_extern":
+        raise extern_code_error(e, e.span)
     if e.name in ORDERING_ONLY:  # kernels run one after another here: nothing to order
         return CExpr(lambda env: np.True_, False)
     raise ctx.rules.unimplemented("builtin", e.name, e.span,

@@ -48,6 +48,9 @@ typedef unsigned long long uint64_t;
 typedef long int64_t;
 typedef unsigned long uint64_t;
 #endif
+// what <sys/types.h> gives nvcc's device code, for T.import_source text that uses it
+typedef unsigned int uint;
+typedef unsigned short ushort;
 #endif
 
 typedef __half half_t;
