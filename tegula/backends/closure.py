@@ -289,9 +289,48 @@ def _evaluate(s: Evaluate, ctx: Any) -> StmtFn:
     return run
 
 
+def host_view(address: Any, buf: Any, span: Any) -> np.ndarray:
+    """The host memory of ``T.make_tensor`` buffer ``buf`` at ``address`` (one value, or one per
+    thread that must all agree), as a numpy array of its shape. The address must be that of a
+    live host tensor of at least ``buf``'s size (``tensor.data_ptr()``)."""
+    import ctypes
+    import math
+
+    a = np.unique(np.asarray(address))
+    if a.size != 1:
+        raise UnsupportedError(f"T.make_tensor '{buf.name}': the threads of a block computed different "
+                               f"addresses ({a.size} of them)", span,
+                               hint="compute the address from block indices only")
+    addr = int(a[0])
+    if addr == 0:
+        raise UnsupportedError(f"T.make_tensor '{buf.name}': the address is null", span)
+    n = math.prod(buf.shape)
+    raw = (ctypes.c_char * (n * buf.dtype.itemsize)).from_address(addr)
+    return np.frombuffer(raw, dtype=buf.dtype.np, count=n).reshape(buf.shape)
+
+
+def _bind_made_tensor(s: LetStmt, ctx: Any, f: ExprFn) -> StmtFn:
+    """The let of a ``T.make_tensor`` address also binds the buffer (``ctx.made_tensor``)."""
+    buf = s.var.buffer
+    if not all(isinstance(d, int) for d in buf.shape):
+        raise UnsupportedError(f"T.make_tensor '{buf.name}' with a runtime shape {buf.shape} cannot "
+                               f"run on target {ctx.rules.target}", s.span)
+    slot, shape_of = ctx.made_tensor(buf)
+    vslot = ctx.slot(s.var)
+    span = s.span
+
+    def bind(env: Env) -> None:
+        x = f(env)
+        env[vslot] = x
+        env[slot] = shape_of(host_view(x, buf, span))
+    return bind
+
+
 @COMMON.stmt_rule(LetStmt)
 def _let(s: LetStmt, ctx: Any) -> StmtFn:
     v = compile_expr(s.value, ctx)
+    if getattr(s.var, "buffer", None) is not None:
+        return _bind_made_tensor(s, ctx, v.fn)
     slot = ctx.slot(s.var)
     f = v.fn
     if v.vec:

@@ -21,7 +21,7 @@ from typing import Any, Optional, Sequence, Union
 from tegula.errors import KernelTypeError, ShapeError
 from tegula.ir import dtype as dt
 from tegula.ir.dtype import DType
-from tegula.ir.expr import BufferLoad, Const, Expr, as_expr, const
+from tegula.ir.expr import BufferLoad, Const, Expr, Var, as_expr, const
 from tegula.ir.linear import cancel
 from tegula.ir.span import Span, current_span
 
@@ -44,10 +44,11 @@ class Buffer:
     Buffers are compared by identity. Instances are immutable by convention.
     """
 
-    __slots__ = ("name", "shape", "dtype", "scope", "span", "strides")
+    __slots__ = ("name", "shape", "dtype", "scope", "span", "strides", "data")
 
     def __init__(self, name: str, shape: Sequence[Dim], dtype: Any, scope: str = "global",
-                 span: Optional[Span] = None, strides: Optional[Sequence[Dim]] = None):
+                 span: Optional[Span] = None, strides: Optional[Sequence[Dim]] = None,
+                 data: Optional["AddressVar"] = None):
         if scope not in SCOPES:
             raise ValueError(f"unknown scope {scope!r}")
         self.name = name
@@ -56,6 +57,9 @@ class Buffer:
         self.scope = scope
         self.span = span if span is not None else current_span()
         self.strides = tuple(strides) if strides is not None else None
+        # T.make_tensor: a global buffer at an address the kernel computes, bound by the
+        # LetStmt of this AddressVar (None for every other buffer)
+        self.data = data
 
     @property
     def ndim(self) -> int:
@@ -228,3 +232,12 @@ class BufferRegion:
 
     def __repr__(self) -> str:
         return f"BufferRegion({self.buffer.name}, {self.ranges})"
+
+
+@dataclass(frozen=True, eq=False)
+class AddressVar(Var):
+    """The address a ``T.make_tensor`` buffer starts at: a ``handle`` variable whose LetStmt binds
+    ``buffer`` (a global buffer of that shape and dtype at that address) for the statements after
+    it."""
+
+    buffer: Any = field(default=None, repr=False)

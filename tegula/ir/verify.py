@@ -20,7 +20,7 @@ from typing import Any, Optional
 from tegula.errors import VerifyError
 from tegula.ir import expr as E
 from tegula.ir import stmt as S
-from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.buffer import AddressVar, Buffer, BufferRegion
 from tegula.ir.span import Span
 from tegula.ir.visitor import Visitor, collect_vars
 
@@ -120,15 +120,21 @@ class _Verifier(Visitor):
     # -- statements -----------------------------------------------------------------------------
     def visit_SeqStmt(self, s: S.SeqStmt) -> None:
         bound: list[E.Var] = []
+        made: list[Buffer] = []  # T.make_tensor buffers, bound with their address
         for x in s.stmts:
             if isinstance(x, S.LetStmt):
                 self.visit(x)
                 self.define_var(x.var, x)
                 bound.append(x.var)
+                if isinstance(x.var, AddressVar) and x.var.buffer is not None:
+                    self.define_buffer(x.var.buffer, x)
+                    made.append(x.var.buffer)
             else:
                 self.visit(x)
         for v in bound:
             self.undefine_var(v)
+        for b in made:
+            self.buffers[b] -= 1
 
     def visit_LetStmt(self, s: S.LetStmt) -> None:
         self.visit(s.value)

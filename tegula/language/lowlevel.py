@@ -16,6 +16,10 @@ terms (``docs/language.md``, "Thread-level code"):
   ``T.call_extern(name, *args, dtype=)`` calls a function of it, ``T.access_ptr(buf, "r")`` is the
   address of a buffer (or of one element) to hand it. Extern C code runs only on the CUDA targets:
   the interpreter and the emulator report it.
+- ``T.make_tensor(address, shape, dtype)``: the global tensor of that shape and dtype (row-major)
+  at ``address``, an element of a ``T.Tensor([n], T.ptr)`` parameter (a tensor of
+  ``data_ptr()``s). It is bound from there on; the addresses must be those of live tensors of
+  at least that size on the kernel's device (on ``cpu`` and ``cuda-emu``, host tensors).
 - ``T.alloc_reducer(shape, dtype, op="sum")`` / ``T.finalize_reducer(r)``: a tile that updates
   ``r[i] += v`` (``op="max"``: ``r[i] = T.max(r[i], v)``) from many lanes of a ``T.Parallel``
   loop accumulate into. It lives in shared memory; each update is an atomic, so the result after
@@ -31,7 +35,7 @@ from typing import Any, Callable, Optional
 from tegula.errors import KernelSyntaxError, KernelTypeError, ScopeError, UnsupportedError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
-from tegula.ir.buffer import LOCAL, SHARED_DYN, Buffer
+from tegula.ir.buffer import GLOBAL, SHARED_DYN, AddressVar, Buffer
 from tegula.ir.stmt import BufferStore, Evaluate, For, LetStmt, seq
 from tegula.ir.structural import structural_equal
 from tegula.language import primitives as P
@@ -39,8 +43,10 @@ from tegula.language import semantic
 from tegula.language.builder import current, new_var
 
 __all__ = ["access_ptr", "alloc_reducer", "attr", "call_extern", "comm_reducer", "evaluate",
-           "finalize_reducer", "get_block_binding", "import_source", "shift_left", "shift_right",
-           "thread_binding", "tvm_thread_allreduce"]
+           "finalize_reducer", "get_block_binding", "import_source", "make_tensor", "ptr",
+           "shift_left", "shift_right", "thread_binding", "tvm_thread_allreduce"]
+
+ptr = dt.handle  # ``T.Tensor([n], T.ptr)``: a tensor of addresses (an int64 tensor of data_ptr()s)
 
 _THREAD_TAGS = {"threadIdx.x": 0, "threadIdx.y": 1, "threadIdx.z": 2}
 WARP = 32
@@ -344,3 +350,28 @@ def reducer_update(k: Any, buf: Buffer, idx: tuple, value: Any) -> Optional[Any]
             "min": f"{buf.name}[i] = T.min({buf.name}[i], v)"}[op]
     raise KernelTypeError(f"'{buf.name}' is a T.alloc_reducer(op={op!r}) tile: it is updated as "
                           f"`{form}`", hint="read it after T.finalize_reducer, e.g. with T.copy")
+
+
+# -- tensors at computed addresses -----------------------------------------------------------------
+
+def make_tensor(address: Any, shape: Any, dtype: Any = "float32", strides: Any = None) -> Buffer:
+    """``T.make_tensor(ptrs[i], (M, K), dtype)``: the row-major global tensor at ``address`` (see
+    the module docstring). Raises KernelTypeError for an address that is not a ``T.ptr`` value."""
+    b = current("T.make_tensor")
+    b.require_kernel("T.make_tensor")
+    if strides is not None:
+        raise UnsupportedError("T.make_tensor with strides is not supported", hint="leave strides out: row-major")
+    a = E.as_expr(address)
+    if a.dtype != dt.handle:
+        raise KernelTypeError(f"T.make_tensor: the address must be an element of a T.Tensor(..., T.ptr) "
+                              f"parameter, got a {a.dtype} value",
+                              hint="declare the table of addresses as T.Tensor([n], T.ptr)")
+    shp = shape if isinstance(shape, (tuple, list)) else (shape,)
+    for d in shp:
+        if isinstance(d, bool) or not isinstance(d, (int, E.Expr)) or isinstance(d, E.Expr) and not d.dtype.is_int:
+            raise KernelTypeError(f"T.make_tensor: the shape must hold integers, got {shape!r}")
+    buf = Buffer(b.take_name("tensor"), tuple(shp), semantic.check_dtype(dtype, "T.make_tensor"), GLOBAL)
+    var = AddressVar(f"{buf.name}_addr", dt.handle, buffer=buf)
+    buf.data = var
+    b.emit(LetStmt(var, a))
+    return buf

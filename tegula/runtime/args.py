@@ -238,7 +238,7 @@ def _check_tensor(func: PrimFunc, p: Buffer, arg: Any, device: str) -> None:
         d = tensor_dtype(arg)
     except (TypeError, ValueError):
         raise ArgumentError(f"argument '{p.name}': dtype {arg.dtype} is not supported") from None
-    if d != p.dtype:
+    if d != p.dtype and not (p.dtype == dt.handle and d in (dt.int64, dt.uint64)):  # T.ptr: data_ptr()s
         raise ArgumentError(f"argument '{p.name}': expected dtype {p.dtype}, got {d}")
     ndim = len(arg.shape)
     if ndim != p.ndim:

@@ -38,7 +38,8 @@ Thread-level IR (what the CUDA pipeline hands to codegen)
   ``"vectorized"`` (``#pragma unroll``), with ``start``, ``extent`` (maybe an expression) and
   ``step``; ``While``; ``Break``; ``Continue``; ``IfThenElse``; ``BufferStore`` (indices flattened
   row-major over the buffer's shape, dynamic dims included, or over its ``strides``);
-  ``LetStmt`` (``const T name = value;`` visible to the rest of the enclosing sequence);
+  ``LetStmt`` (``const T name = value;`` visible to the rest of the enclosing sequence; the
+  let of a ``T.make_tensor`` address, an ``AddressVar``, is ``T* const buf = (T*)(value);``);
   ``AttrStmt`` (its body, in place; ``tile_op`` attributes leave a ``// T.copy`` note); and
   ``Evaluate(Builtin)`` for effects. Tile operations must have been lowered.
 - Expressions: everything in :mod:`tegula.ir.expr`, spelled by
@@ -267,6 +268,12 @@ def _store(em: _Emitter, s: S.BufferStore) -> None:
 
 def _let(em: _Emitter, s: S.LetStmt) -> None:
     value = em.p(s.value)  # before binding: the value may mention an earlier binding of the var
+    buf = getattr(s.var, "buffer", None)
+    if buf is not None:  # T.make_tensor: the buffer is a typed pointer to the address
+        name = em.p.names.bind(buf)
+        em.p.names.of[id(s.var)] = name
+        em.line(f"{buf.dtype.ctype}* const {name} = ({buf.dtype.ctype}*)({value});")
+        return
     name = em.p.names.bind(s.var)
     em.line(f"const {s.var.dtype.ctype} {name} = {value};")
 

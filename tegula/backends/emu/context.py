@@ -114,6 +114,12 @@ class Ctx:
         self.sites.append(Site(span or self.span, buf, self.tile_op or what))
         return len(self.sites) - 1
 
+    def made_tensor(self, b: Buffer) -> tuple:
+        """The slot of ``T.make_tensor`` buffer ``b`` and how its host array is held (flat)."""
+        slot = self.slot(b)
+        self.bufs[id(b)] = BufInfo(b, slot, "global", len(self.bufs))
+        return slot, lambda a: a.reshape(-1)
+
     def buf(self, b: Buffer, node: Any = None) -> BufInfo:
         info = self.bufs.get(id(b))
         if info is None:

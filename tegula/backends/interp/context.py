@@ -49,6 +49,10 @@ class Ctx:
         """The env slot of a var or buffer, allocating one the first time."""
         return self.slots.slot(node)
 
+    def made_tensor(self, buf: Any) -> tuple:
+        """The slot of ``T.make_tensor`` buffer ``buf`` and how its host array is held (as is)."""
+        return self.slot(buf), lambda a: a
+
     def child(self, **changes: Any) -> "Ctx":
         """A copy sharing the slot tables, with some fields changed."""
         c = Ctx(self.slots, self.buffers, dict(self.par_vars), set(self.vec_vars),

@@ -60,6 +60,8 @@ def _one_thread(s: Stmt) -> Stmt:
 
 def tma_copy_ok(c: Copy) -> bool:
     """True when the copy engine can do ``c`` (a producer copy, global -> shared)."""
+    if c.src.buffer.data is not None:  # T.make_tensor: no tensor map for an address computed in the kernel
+        return False
     src, dst = c.src, c.dst
     g, t = src.buffer, dst.buffer
     if g.dtype != t.dtype or g.dtype.name not in TMA_DTYPES or not 1 <= g.ndim <= 5:
