@@ -64,34 +64,36 @@ def test_nibble_decode_through_reinterpret(target, rng):
 
 # -- T.alloc_buffer --------------------------------------------------------------------------
 
-def two_pass_sum_kernel(M, N, S):
+def square_then_sum_kernel(M, N):
     @T.prim_func
     def two_pass(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M,), "float32")):
-        part = T.alloc_buffer((M, S), "float32")  # global scratch between the two kernels
-        with T.Kernel(M, S, threads=128) as (bm, bs):
-            tile = T.alloc_buffer((N // S,), "float32", scope="local.fragment")
-            stage = T.alloc_buffer((N // S,), "float32", scope="shared")
-            acc = T.alloc_fragment((1,), "float32")
-            T.copy(X[bm, bs * (N // S)], stage)
-            T.copy(stage, tile)
-            T.reduce_sum(tile, acc, dim=0)
-            part[bm, bs] = acc[0]
+        sq = T.alloc_buffer((M, N), "float32")  # global scratch between the two kernels
         with T.Kernel(M, threads=128) as bm:
-            row = T.alloc_fragment((S,), "float32")
-            tot = T.alloc_fragment((1,), "float32")
-            T.copy(part[bm, 0], row)
-            T.reduce_sum(row, tot, dim=0)
-            Y[bm] = tot[0]
+            stage = T.alloc_buffer((N,), "float32", scope="shared")
+            tile = T.alloc_buffer((N,), "float32", scope="local.fragment")
+            T.copy(X[bm, 0], stage)
+            for j in T.Parallel(N):
+                tile[j] = stage[j] * stage[j]
+            T.copy(tile, sq[bm, 0])
+        with T.Kernel(1, threads=32):
+            t = T.get_thread_binding()
+            acc = T.alloc_buffer((1,), "float32", scope="local")
+            for r in T.serial(T.ceildiv(M, 32)):
+                if r * 32 + t < M:
+                    acc[0] = 0.0
+                    for j in T.serial(N):
+                        acc[0] += sq[r * 32 + t, j]
+                    Y[r * 32 + t] = acc[0]
 
     return two_pass
 
 
 def test_alloc_buffer_scopes(target, rng):
-    M, N, S = 8, 256, 4
-    k = built(two_pass_sum_kernel(M, N, S), target, out_idx=[-1])
+    M, N = 40, 64
+    k = built(square_then_sum_kernel(M, N), target, out_idx=[-1])
     x = rng.standard_normal((M, N)).astype(np.float32)
     (dx,) = to_device(target, x)
-    np.testing.assert_allclose(to_host(k(dx)), x.astype(np.float64).sum(-1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(to_host(k(dx)), (x.astype(np.float64) ** 2).sum(-1), rtol=1e-5, atol=1e-4)
     assert k.func.num_workspaces == 1
 
 
