@@ -28,21 +28,29 @@ class TensorSupplyType(enum.Enum):
 
 def random_tensor(p: Buffer, shape: tuple, rng: np.random.Generator, use_torch: bool, device: str,
                   supply: "TensorSupplyType" = None) -> Any:
-    """Inputs of the parameter's dtype: by default (Auto / Normal / Randn) normal floats, small
-    ints and random bools; Integer, Uniform, Zero and One as their names say."""
+    """Inputs of the parameter's dtype, as TileLang's supply types give them. ``Auto`` (the
+    default): floats uniform in [-1, 1), unsigned ints 0..2, other ints -2..2, fp8 the integers
+    -128..127, bools 0/1. ``Integer``: the same integers, floats too (-2..2). ``Uniform``:
+    uniform in [-1, 1); ``Normal``: normal with mean -1 and deviation 1; ``Randn``: standard
+    normal (ints: -8..7 for both); ``Zero`` and ``One`` as their names say."""
     d = p.dtype
     supply = supply or TensorSupplyType.Auto
+    small = supply in (TensorSupplyType.Auto, TensorSupplyType.Integer)
     if supply is TensorSupplyType.Zero or supply is TensorSupplyType.One:
         arr = np.full(shape, 0 if supply is TensorSupplyType.Zero else 1).astype(d.np)
-    elif d.is_float and supply is TensorSupplyType.Integer:
-        arr = rng.integers(-2, 3, shape).astype(d.np)
-    elif d.is_float and supply is TensorSupplyType.Uniform:
-        arr = rng.uniform(-1.0, 1.0, shape).astype(np.float32).astype(d.np)
-    elif d.is_float:
-        data = rng.standard_normal(shape).astype(np.float32)
-        arr = data.astype(d.np)
     elif d.is_bool:
         arr = rng.integers(0, 2, shape).astype(np.bool_)
+    elif small and d.name.startswith("float8"):
+        arr = rng.integers(-128, 128, shape).astype(np.float32).astype(d.np)
+    elif small and d.kind == "uint":
+        arr = rng.integers(0, 3, shape).astype(d.np)
+    elif d.is_float and supply in (TensorSupplyType.Auto, TensorSupplyType.Uniform):
+        arr = rng.uniform(-1.0, 1.0, shape).astype(np.float32).astype(d.np)
+    elif small:
+        arr = rng.integers(-2, 3, shape).astype(d.np)
+    elif d.is_float:
+        mean = -1.0 if supply is TensorSupplyType.Normal else 0.0
+        arr = (rng.standard_normal(shape) + mean).astype(np.float32).astype(d.np)
     else:
         lo, hi = (0, 8) if d.kind == "uint" else (-8, 8)
         arr = rng.integers(lo, hi, shape).astype(d.np)
