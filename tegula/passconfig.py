@@ -100,6 +100,8 @@ class PassConfigKey(str, enum.Enum):
     TEGULA_EMU_RACES_AS_WARNINGS = "tegula.emu_races_as_warnings"
     # the seed of the Ascend emulator's adversarial pipe order
     TEGULA_NPU_EMU_SEED = "tegula.npu_emu_seed"
+    # NPU AutoSchedule's solver: "auto" (z3 when installed), "z3" or "list"
+    TEGULA_NPU_SCHEDULER = "tegula.npu_scheduler"
     # sm_90a: keep T.gemm on mma.sync instead of wgmma
     TEGULA_DISABLE_WGMMA = "tegula.disable_wgmma"
     # sm_90a: a TMA-pipelined loop of gemms keeps one k-tile of wgmma in flight (loads run
@@ -140,6 +142,7 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",
     K.TL_ASCEND_AUTO_SYNC: "Ascend: insert the flags between pipes automatically",
     K.TEGULA_NPU_EMU_SEED: "ascend-emu: the seed of the adversarial pipe order",
+    K.TEGULA_NPU_SCHEDULER: "NPU AutoSchedule: \"auto\" (z3 when installed), \"z3\" or \"list\"",
 }
 
 KNOWN_KEYS = frozenset([k.value for k in PassConfigKey] + list(LEGACY_STRINGS))

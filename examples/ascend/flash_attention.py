@@ -18,7 +18,7 @@ import tegula
 import tegula.language as T
 
 
-def flash_attention(S, D, block_M=32, block_N=32, dtype="float16"):
+def flash_attention(S, D, block_M=32, block_N=32, dtype="float16", num_stages=1):
     grid, h = S // block_M, block_M // 2
     scale = 1.0 / math.sqrt(D)
 
@@ -47,7 +47,7 @@ def flash_attention(S, D, block_M=32, block_N=32, dtype="float16"):
             out16 = T.alloc_ub((h, D), dtype)
             with T.Scope("C"):
                 T.copy(Q[cid * block_M, 0], q_l1)
-                for j in T.serial(S // block_N):
+                for j in T.Pipelined(S // block_N, num_stages=num_stages, annotations={"enable_offset": True}):
                     T.copy(K[j * block_N, 0], k_l1)
                     T.gemm_v0(q_l1, k_l1, s_l0, transpose_B=True, init=True)
                     T.copy(s_l0, W_S[cid, 0, 0])
@@ -62,7 +62,7 @@ def flash_attention(S, D, block_M=32, block_N=32, dtype="float16"):
                 T.tile.fill(m, -T.infinity("float32"))
                 T.tile.fill(l, 0)
                 T.tile.fill(acc, 0)
-                for j in T.serial(S // block_N):
+                for j in T.Pipelined(S // block_N, num_stages=num_stages, annotations={"enable_offset": True}):
                     T.wait_cross_flag(0)
                     T.copy(W_S[cid, vid * h, 0], s_ub)
                     T.tile.mul(s_ub, s_ub, scale)
@@ -96,7 +96,7 @@ def reference(q, k, v):
     return (p / p.sum(-1, keepdims=True)) @ v
 
 
-def main(S=128, D=64, target="cpu", seed=None, block_M=32, block_N=32):
+def main(S=128, D=64, target="cpu", seed=None, block_M=32, block_N=32, num_stages=1):
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((S, D)).astype(np.float16) for _ in range(3))
     grid = S // block_M
@@ -104,7 +104,7 @@ def main(S=128, D=64, target="cpu", seed=None, block_M=32, block_N=32):
     wp = np.zeros((grid, block_M, block_N), np.float16)
     wo = np.zeros((grid, block_M, D), np.float32)
     o = np.full((S, D), np.nan, np.float16)
-    kernel = tegula.compile(flash_attention(S, D, block_M, block_N), target=target,
+    kernel = tegula.compile(flash_attention(S, D, block_M, block_N, num_stages=num_stages), target=target,
                             pass_configs={"tl.ascend_auto_sync": True})
     kernel(q, k, v, ws, wp, wo, o)
     err = float(np.abs(o.astype(np.float64) - reference(q, k, v)).max())

@@ -27,7 +27,8 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.npu import (CORE_KINDS, HARD_EVENTS, BarrierAll, CoreScope, Mma, NpuKernel,
                            PipeBarrier, SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
-from tegula.ir.stmt import seq
+from tegula.ir.stmt import Stmt, seq
+from tegula.ir.visitor import post_order_visit
 from tegula.language import semantic
 from tegula.language.builder import KernelFrame, current, new_var
 from tegula.language.primitives import _alloc, _emit_tile
@@ -407,14 +408,42 @@ def Vector(vector: int = 2) -> _CoreBlock:
 @dataclass
 class _Inline:
     """A block that only annotates its body (``T.SimtVF``, ``T.SimdVF``, ``T.Task``, ``T.Stage``):
-    accepted; its body is built in place. Scheduling hints take effect in AutoSchedule."""
+    its body is built in place. ``hint`` (T.Task's latency / ii, T.Stage's stage) is recorded in
+    the kernel annotation ``schedule_hints`` under the source line of every statement of the
+    body; AutoSchedule reads it."""
 
     what: str
+    hint: Any = None
 
     def tegula_with(self, parser: Any, item: ast.withitem, body: list) -> None:
         if item.optional_vars is not None:
             raise KernelSyntaxError(f"{self.what} binds no name")
-        parser.visit_body(body)
+        if not self.hint:
+            parser.visit_body(body)
+            return
+        b = parser.b
+        k = b.require_kernel(self.what)
+        with b.frame() as stmts:
+            parser.visit_body(body)
+        hints = k.annotations.setdefault(SCHEDULE_HINTS, {})
+        for st in stmts:
+            post_order_visit(st, lambda n: hints.setdefault(n.span.line, {}).update(self.hint)
+                             if isinstance(n, Stmt) and getattr(n, "span", None) is not None else None)
+        for st in stmts:
+            b.emit(st)
+
+
+SCHEDULE_HINTS = "schedule_hints"  # kernel annotation: source line -> {"latency", "ii", "stage"}
+
+
+def _count(v: Any, what: str, name: str, low: int) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, E.Const):
+        v = v.value
+    if not isinstance(v, int) or isinstance(v, bool) or v < low:
+        raise KernelTypeError(f"{what}: {name} must be an integer >= {low}, got {v!r}")
+    return v
 
 
 def SimtVF(threads: Any = None) -> _Inline:
@@ -426,11 +455,20 @@ def SimdVF() -> _Inline:
 
 
 def Task(latency: Any = None, ii: Any = None) -> _Inline:
-    return _Inline("T.Task")
+    """``with T.Task(latency=, ii=):`` the operations inside cost ``latency`` cycles to their
+    result and hold their pipe ``ii`` cycles (overriding the cost model in AutoSchedule)."""
+    hint = {}
+    if _count(latency, "T.Task", "latency", 1) is not None:
+        hint["latency"] = _count(latency, "T.Task", "latency", 1)
+    if _count(ii, "T.Task", "ii", 1) is not None:
+        hint["ii"] = _count(ii, "T.Task", "ii", 1)
+    return _Inline("T.Task", hint)
 
 
 def Stage(k: Any = 0) -> _Inline:
-    return _Inline("T.Stage")
+    """``with T.Stage(k):`` the operations inside run in pipeline stage ``k`` (start // II == k)
+    of the modulo schedule AutoSchedule builds."""
+    return _Inline("T.Stage", {"stage": _count(k, "T.Stage", "k", 0)})
 
 
 alloc_l1, alloc_l0a, alloc_l0b, alloc_l0c = alloc_L1, alloc_L0A, alloc_L0B, alloc_L0C

@@ -151,7 +151,8 @@ def _int_list(x: Any, what: str) -> tuple:
 
 
 def Pipelined(*args: Any, num_stages: int = 0, order: Optional[Sequence[int]] = None,
-              stage: Optional[Sequence[int]] = None, sync: Any = None, group: Any = None) -> LoopSpec:
+              stage: Optional[Sequence[int]] = None, sync: Any = None, group: Any = None,
+              annotations: Optional[dict] = None) -> LoopSpec:
     if current("T.Pipelined").in_parallel:
         raise ScopeError("T.Pipelined cannot be used inside T.Parallel",
                          hint="pipeline the outer loop; the body of a T.Parallel loop is per element")
@@ -173,6 +174,11 @@ def Pipelined(*args: Any, num_stages: int = 0, order: Optional[Sequence[int]] = 
                               f"{len(ann['stage'])}; give one of each per statement of the loop body")
     if group is not None:
         ann["group"] = tuple(tuple(g) for g in group)
+    if annotations is not None:  # the NPU's {"enable_offset": True} (AutoSchedule reads it)
+        if not isinstance(annotations, dict) or not all(isinstance(k, str) for k in annotations):
+            raise KernelTypeError(f"T.Pipelined: annotations must be a dict with string keys, got "
+                                  f"{annotations!r}")
+        ann.update(annotations)
     return LoopSpec("pipelined", (start,), (n,), step, ann)
 
 

@@ -12,6 +12,7 @@ from tegula.target import Target
 from tegula.transform.pipeline import PassSpec, Pipeline, check_pipeline
 
 from tegula.backends.npu.machine import machine
+from tegula.backends.npu.passes.auto_schedule import auto_schedule
 from tegula.backends.npu.passes.assign_npu_scopes import assign_npu_scopes
 from tegula.backends.npu.passes.check_paths import check_npu_ops
 from tegula.backends.npu.passes.infer_core_scope import infer_core_scope
@@ -32,6 +33,11 @@ def plan_memory_on(func: PrimFunc, arch: str) -> PrimFunc:
     return plan_npu_memory(func, machine(arch))
 
 
+def auto_schedule_on(func: PrimFunc, arch: str, solver: Optional[str] = None) -> PrimFunc:
+    """AutoSchedule on the machine ``arch`` names, with ``solver`` ("auto", "z3", "list")."""
+    return auto_schedule(func, machine(arch), solver)
+
+
 def insert_sync_on(func: PrimFunc, arch: str, every_kernel: Optional[bool] = None) -> PrimFunc:
     """InsertSync on the machine ``arch`` names: on every kernel with ``tl.ascend_auto_sync``,
     else on developer-level kernels only (they have no flags of their own)."""
@@ -49,8 +55,13 @@ NPU_PASSES: tuple[PassSpec, ...] = (
              target_options=("arch",)),
     PassSpec("LowerGemmV0", lower_gemm_v0,
              "gemm_v0 on L1 operands: MTE1 moves into L0A / L0B, then the cube's mma"),
+    PassSpec("AutoSchedule", auto_schedule_on,
+             "modulo schedules of T.Pipelined loops (II, buffer versions, stages, task order) and "
+             "makespan-minimal straight-line code, from the cost model",
+             target_options=("arch",),
+             config_options=(("solver", PassConfigKey.TEGULA_NPU_SCHEDULER),)),
     PassSpec("MultiBuffer", multi_buffer,
-             "T.Pipelined(num_stages=S): S versions of the tiles its copies from GM fill"),
+             "the versions AutoSchedule chose become rings (buf[k % n])"),
     PassSpec("InferFractalLayout", infer_fractal_layout,
              "NZ / ZZ / ZN fractal layouts of cube buffers, padded to whole fractals"),
     PassSpec("PlanNpuMemory", plan_memory_on,

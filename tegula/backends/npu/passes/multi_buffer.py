@@ -1,7 +1,8 @@
-"""MultiBuffer: a ``T.Pipelined(n, num_stages=S)`` loop (S >= 2) gets S versions of every NPU
-buffer that a copy from global memory fills inside it, used in turn (version ``k % S`` in
-iteration ``k``), so the load of iteration k + 1 can run while iteration k computes. Only
-buffers used nowhere else are versioned. InsertSync then orders iteration k's reads of a version
+"""MultiBuffer: a ``T.Pipelined`` loop gets the buffer versions AutoSchedule chose (its
+``versions`` annotation, buffer -> count), each buffer used in turn (version ``k % n`` in
+iteration ``k``), so the load of iteration k + 1 can run while iteration k computes. A loop
+AutoSchedule did not schedule with ``num_stages=S`` (S >= 2) gets S versions of every NPU buffer
+a copy from global memory fills inside it. Only buffers used nowhere else are versioned. InsertSync then orders iteration k's reads of a version
 before iteration k + S's load into it with ring flags (one id per version).
 
 Before::
@@ -41,15 +42,15 @@ def _regions(s: Any) -> list:
 class _Version(Mutator):
     """Rewrite every region of the versioned buffers inside one loop body."""
 
-    def __init__(self, new: dict, var: Any, stages: int):
+    def __init__(self, new: dict, var: Any):
         super().__init__()
-        self.new, self.var, self.stages = new, var, stages
+        self.new, self.var = new, var
 
     def visit_BufferRegion(self, r: BufferRegion) -> BufferRegion:
         nb = self.new.get(r.buffer)
         if nb is None:
             return r
-        return BufferRegion(nb, ((self.var % self.stages, 1),) + tuple(r.ranges), span=r.span)
+        return BufferRegion(nb, ((self.var % nb.shape[0], 1),) + tuple(r.ranges), span=r.span)
 
     def visit_Reduce(self, s: Reduce) -> Stmt:
         out = self.generic_visit(s)
@@ -66,25 +67,31 @@ class _Kernel(Mutator):
 
     def visit_For(self, s: For) -> Stmt:
         stages = int(s.annotations.get("num_stages", 0) or 0)
+        preset = s.annotations.get(VERSIONS)   # AutoSchedule's choice, buffer name -> versions
         body = self.visit(s.body)
-        if s.kind != "pipelined" or stages < 2:
+        if s.kind != "pipelined" or (preset is None and stages < 2) or preset == {}:
             return s if body is s.body else dataclasses.replace(s, body=body)
-        filled = []
-        post_order_visit(body, lambda n: filled.append(n.dst.buffer) if isinstance(n, Copy)
-                         and n.src.buffer.scope == "global" and n.dst.buffer.scope in NPU_SCOPES
-                         else None)
         inside = {id(r) for r in _regions(body)}
         outside = {r.buffer for r in _regions(self.k.body) if id(r) not in inside}
+        if preset is None:
+            filled = []
+            post_order_visit(body, lambda n: filled.append(n.dst.buffer) if isinstance(n, Copy)
+                             and n.src.buffer.scope == "global" and n.dst.buffer.scope in NPU_SCOPES
+                             else None)
+            counts = {b: stages for b in dict.fromkeys(filled)}
+        else:
+            bufs = {r.buffer.name: r.buffer for r in _regions(body)}
+            counts = {bufs[n]: v for n, v in preset.items() if n in bufs and v > 1}
         new = {}
-        for b in dict.fromkeys(filled):
+        for b, n in counts.items():
             if b in outside or b in self.added:
                 continue
-            new[b] = Buffer(b.name, (stages,) + tuple(b.shape), b.dtype, b.scope, span=b.span)
+            new[b] = Buffer(b.name, (n,) + tuple(b.shape), b.dtype, b.scope, span=b.span)
         if not new:
             return dataclasses.replace(s, body=body)
         self.added.update(new)
-        body = _Version(new, s.var, stages).visit(body)
-        ann = {**s.annotations, VERSIONS: {nb.name: stages for nb in new.values()}}
+        body = _Version(new, s.var).visit(body)
+        ann = {**s.annotations, VERSIONS: {nb.name: nb.shape[0] for nb in new.values()}}
         return dataclasses.replace(s, body=body, annotations=ann)
 
 
