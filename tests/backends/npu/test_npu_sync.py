@@ -214,7 +214,9 @@ def test_pipelined_loop_gets_ring_flags_one_per_version(ascend_example):
     loops = []
     post_order_visit(low.body, lambda n: loops.append(n) if isinstance(n, For) else None)
     (loop,) = [x for x in loops if x.kind == "pipelined"]
-    assert loop.annotations["versions"] == {"A_L1": 3, "B_L1": 3}
+    # the tiles loaded from GM get num_stages versions; AutoSchedule picks the L0 buffers' count
+    assert {b: n for b, n in loop.annotations["versions"].items() if b.endswith("L1")} == \
+        {"A_L1": 3, "B_L1": 3}
     nodes = _sync_nodes(low, auto_only=True)
     pre = sorted(int(n.id.value) for n in nodes if isinstance(n, SetFlag) and n.src == "MTE1"
                  and n.dst == "MTE2" and hasattr(n.id, "value"))

@@ -49,7 +49,7 @@ from tegula.backends.npu import cost
 from tegula.backends.npu.passes.infer_fractal_layout import layout_for
 from tegula.backends.npu.passes.multi_buffer import VERSIONS
 from tegula.backends.npu.sched import SCHEDULES
-from tegula.backends.npu.sched.solve import Schedule, solve
+from tegula.backends.npu.sched.solvers import Schedule, solve
 from tegula.backends.npu.sched.tasks import (TILE_OPS, Problem, dependencies, first_access_writes_all,
                                              flatten, make_tasks, schedulable)
 
@@ -224,7 +224,11 @@ class _Scheduler:
             self.repl[f] = dataclasses.replace(f, body=body, annotations=ann)
 
     def check_capacity(self, p: Problem, loop: For, stages: int) -> None:
-        for scope, cap in p.capacity_total.items():
+        # memories whose requested versions overflow them first, then the others
+        scopes = sorted(p.capacity_total, key=lambda sc: not any(
+            p.fixed_versions.get(b, 1) > 1 for b, (s2, _) in p.sizes.items() if s2 == sc))
+        for scope in scopes:
+            cap = p.capacity_total[scope]
             mine = {b: n for b, (sc, n) in p.sizes.items() if sc == scope}
             need = p.fixed_bytes[scope] + sum(p.fixed_versions.get(b, 1) * n for b, n in mine.items())
             if need <= cap:

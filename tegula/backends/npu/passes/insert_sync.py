@@ -164,6 +164,7 @@ class _Sync:
         self.next_frame = 0
         self.scope_depth = 0                     # len(self.path) inside the current T.Scope
         self.lets: dict = {}                     # let-bound var -> value
+        self.loops: list = []                    # enclosing loops: (For, seq at its start)
 
     # -- ordering facts ----------------------------------------------------------------------
     def ordered(self, st: CoreState, a: Access, q: str) -> bool:
@@ -199,7 +200,7 @@ class _Sync:
             # other pipes first: their flags may order the same-pipe accesses too
             for a in sorted(st.acc.get(buf, ()), key=lambda a: a.pipe == q):
                 if (a.write or write) and not self.ordered(st, a, q):
-                    self.sync(st, a, q, here)
+                    self.sync(st, a, q, here, buf)
         self.seq += 1
         for r, write in region_accesses(s):
             buf = r.buffer
@@ -208,8 +209,18 @@ class _Sync:
                 st.acc[buf] = [a for a in st.acc[buf] if not (a.seq < self.seq and
                                                              self.ordered(st, a, q))]
 
-    def sync(self, st: CoreState, a: Access, q: str, here: tuple) -> None:
-        """Order access ``a`` before the operation at ``here`` on pipe ``q``."""
+    def ring_of(self, buf: Any) -> tuple:
+        """(loop, versions) of the innermost loop that multi-buffers ``buf`` (versions 1: none)."""
+        for loop, start in reversed(self.loops):
+            n = loop.annotations.get(VERSIONS, {}).get(buf.name, 1) if buf is not None else 1
+            if n > 1:
+                return loop, n, start
+        return None, 1, 0
+
+    def sync(self, st: CoreState, a: Access, q: str, here: tuple, buf: Any = None) -> None:
+        """Order access ``a`` before the operation at ``here`` on pipe ``q``. Inside a loop that
+        multi-buffers the buffer, the producer may run ahead by up to a version count of
+        iterations, so the flag is a ring too (id ``base + k % versions``)."""
         d = 0
         while d < min(len(a.path), len(here)) - 1 and a.path[d] == here[d]:
             d += 1
@@ -225,13 +236,21 @@ class _Sync:
         pi = a.path[d][1] if same_list else None
         lo = frame.end_seq[pi] if pi is not None else self.seq
         ev = (a.pipe, q)
-        fid = self.take_id(ev, lo, self.seq + 0.5)
-        if fid is None:  # every id is live: set right before the wait instead
-            pi, lo = None, self.seq
+        loop, ring, start = self.ring_of(buf)
+        fexpr: Any = None
+        if ring > 1:
+            ids = [self.take_id(ev, start - 0.5, INF) for _ in range(ring)]
+            if None not in ids and ids == list(range(ids[0], ids[0] + ring)):
+                fexpr = const(ids[0]) + loop.var % ring
+        if fexpr is None:
             fid = self.take_id(ev, lo, self.seq + 0.5)
-            assert fid is not None
-        setf: Stmt = SetFlag(a.pipe, q, const(fid), auto=True)
-        waitf: Stmt = WaitFlag(a.pipe, q, const(fid), auto=True)
+            if fid is None:  # every id is live: set right before the wait instead
+                pi, lo = None, self.seq
+                fid = self.take_id(ev, lo, self.seq + 0.5)
+                assert fid is not None
+            fexpr = const(fid)
+        setf: Stmt = SetFlag(a.pipe, q, fexpr, auto=True)
+        waitf: Stmt = WaitFlag(a.pipe, q, fexpr, auto=True)
         if d < self.scope_depth:  # placed outside the operations' T.Scope: give it one
             setf, waitf = CoreScope(self.kind, setf), CoreScope(self.kind, waitf)
         if pi is not None:
@@ -319,7 +338,9 @@ class _Sync:
             return s
         start = self.seq
         versions = s.annotations.get(VERSIONS, {})
+        self.loops.append((s, start))
         body = self.block([s.body])
+        self.loops.pop()
         # the second iteration: accesses of this one against those of the previous one
         carried: list = []
         saved = {k: (dict(st.order), st.all_before) for k, st in self.states.items()}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tegula.backends.npu.sched.solve import Schedule, have_z3, solve  # noqa: F401
+from tegula.backends.npu.sched.solvers import Schedule, have_z3, solve  # noqa: F401
 
 SCHEDULES = "schedules"  # kernel annotation: list of LoopSchedule
 

@@ -17,9 +17,10 @@ II is searched from its lower bound ``max(ResMII, RecMII)`` (ResMII: the busiest
 II; RecMII: the largest ``latency / distance`` around a dependency cycle, versions at their
 upper bounds) up to the sequential schedule: the bound first, then a binary search. Then, at
 that II, the fewest buffer versions. z3 runs with ``rlimit`` ``Z3_RLIMIT`` and seed ``Z3_SEED``
-(deterministic; an ``unknown`` counts as infeasible). The list scheduler places tasks in program
-order at their earliest start where their pipe is free modulo II, trying II = bound, bound + 1%,
-... (no backtracking), and then gives every buffer the fewest versions its placement needs.
+(deterministic; an ``unknown`` counts as infeasible). The list scheduler (no z3) tries II = bound,
+bound + 1%, ...: at each it solves the dependencies as difference constraints (Bellman-Ford) for
+the earliest starts, chains each pipe's tasks in the order of those starts inside one II window,
+solves again, and then gives every buffer the fewest versions its placement needs.
 
 Straight-line code: minimise the makespan; each dependency ``start_j >= start_i + l``; two tasks
 on one pipe do not overlap (z3: a Boolean per pair chooses the order; list: program order).
@@ -154,60 +155,77 @@ def _fits(p: Problem, versions: dict) -> bool:
     return all(u <= p.capacity.get(s, 1 << 60) for s, u in used.items())
 
 
+def _longest(n: int, edges: list) -> Optional[list]:
+    """Longest paths from node 0 (the origin, start 0) over ``edges`` (u, v, w: s_v >= s_u + w);
+    None when a cycle is positive or the origin would have to move."""
+    dist = [0] * n
+    for _ in range(n + 1):
+        changed = False
+        for u, v, w in edges:
+            if dist[u] + w > dist[v]:
+                dist[v] = dist[u] + w
+                changed = True
+        if not changed:
+            return dist if dist[0] == 0 else None
+    return None
+
+
 def _list_at(p: Problem, ii: int, versions: dict) -> Optional[dict]:
-    """Place every task (in a topological order of the distance-0 dependencies) at its earliest
-    start where its pipe is free inside the pipe's II window (the dependency bounds taken with
-    ``versions``); None when some task finds no place."""
-    start: dict = {}
-    busy: dict = {}       # (core, pipe) -> list of (start, ii)
-    window: dict = {}     # (core, pipe) -> first cycle of the pipe's II window
-    preds: dict = {}
-    succs: dict = {}
-    for d in p.deps:
-        preds.setdefault(d.dst, []).append(d)
-        succs.setdefault(d.src, []).append(d)
-    for t in _topological(p):
-        est = 0
-        for d in preds.get(t.index, ()):
-            if d.src in start:
-                est = max(est, start[d.src] + d.latency - ii * _distance(p, d, versions))
-        lst = None
-        for d in succs.get(t.index, ()):
-            if d.dst in start and d.dst != t.index:
-                b = start[d.dst] - d.latency + ii * _distance(p, d, versions)
-                lst = b if lst is None else min(lst, b)
+    """One II: the dependencies as difference constraints, solved for the earliest starts; each
+    pipe's tasks then chained in the order of those starts (in its II window, aligned to a stage
+    without ``enable_offset``) and solved again. None when the constraints have no solution."""
+    pos = {t.index: i + 1 for i, t in enumerate(p.tasks)}   # node 0 is the origin
+    n = len(p.tasks) + 1
+    base = [(0, pos[t.index], 0) for t in p.tasks]
+    base += [(pos[d.src], pos[d.dst], d.latency - ii * _distance(p, d, versions)) for d in p.deps]
+    for t in p.tasks:
         if t.stage is not None:
-            est = max(est, t.stage * ii)
-            lst = (t.stage + 1) * ii - 1 if lst is None else min(lst, (t.stage + 1) * ii - 1)
-        if t.fence:
-            if lst is not None and est > lst:
-                return None
-            start[t.index] = est
-            continue
-        key = (t.core, t.pipe)
-        if key not in window:
-            lo = est if p.enable_offset else (est // ii) * ii
-            if not p.enable_offset and est + t.ii > lo + ii:
-                lo += ii
-            window[key] = lo
-        lo = window[key]
-        placed = None
-        s0 = max(est, lo)
-        taken = sorted(busy.get(key, ()))
-        while s0 + t.ii <= lo + ii and (lst is None or s0 <= lst):
-            clash = [b for b, n in taken if s0 < b + n and b < s0 + t.ii]
-            if not clash:
-                placed = s0
-                break
-            s0 = max(b + n for b, n in taken if s0 < b + n and b < s0 + t.ii)
-        if placed is None:
+            base += [(0, pos[t.index], t.stage * ii), (pos[t.index], 0, -((t.stage + 1) * ii - 1))]
+    dist = _longest(n, base)
+    if dist is None:
+        return None
+    # latest starts that keep the earliest finish (a task with slack may wait for its pipe)
+    rev = [(0, pos[t.index], t.latency) for t in p.tasks] + \
+        [(v, u, w) for u, v, w in base if u != 0 and v != 0]
+    tail = _longest(n, rev) or dist
+    horizon = max(tail)
+    groups: dict = {}
+    for t in p.tasks:
+        if not t.fence:
+            groups.setdefault((t.core, t.pipe), []).append(t)
+    best = None
+    for late in (True, False):
+        got = _chained(p, ii, n, pos, base, groups, dist,
+                       [horizon - tail[i] for i in range(n)] if late else dist)
+        if got is not None and (best is None or max(got.values()) < max(best.values())):
+            best = got
+    return best
+
+
+def _chained(p: Problem, ii: int, n: int, pos: dict, base: list, groups: dict, dist: list,
+             key: list) -> Optional[dict]:
+    extra: list = []
+    for ts in groups.values():
+        ts = sorted(ts, key=lambda t: (key[pos[t.index]], dist[pos[t.index]], t.index))
+        for a, b in zip(ts, ts[1:]):
+            extra.append((pos[a.index], pos[b.index], a.ii))
+        first = ts[0]
+        for t in ts[1:]:   # every task within II of the first one
+            extra.append((pos[t.index], pos[first.index], t.ii - ii))
+    dist = _longest(n, base + extra)
+    if dist is None:
+        return None
+    if not p.enable_offset:   # the window of each pipe aligned to the stage of its first task
+        for ts in groups.values():
+            k = min(dist[pos[t.index]] for t in ts) // ii
+            if max(dist[pos[t.index]] + t.ii for t in ts) > (k + 1) * ii:
+                k += 1   # the pipe's tasks spill past the stage: start them one stage later
+            for t in ts:
+                extra += [(0, pos[t.index], k * ii), (pos[t.index], 0, t.ii - (k + 1) * ii)]
+        dist = _longest(n, base + extra)
+        if dist is None:
             return None
-        start[t.index] = placed
-        busy.setdefault(key, []).append((placed, t.ii))
-    for d in p.deps:  # every dependency holds, also those checked only once both ends were placed
-        if start[d.dst] - start[d.src] < d.latency - ii * _distance(p, d, versions):
-            return None
-    return start
+    return {t.index: dist[pos[t.index]] for t in p.tasks}
 
 
 def _topological(p: Problem) -> list:
