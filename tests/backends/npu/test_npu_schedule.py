@@ -75,9 +75,9 @@ def test_flash_attention_ii_is_within_10_percent_and_runs_race_free(ascend_examp
 def test_flash_attention_compiles_in_two_seconds_with_z3(ascend_example):
     fa = ascend_example("flash_attention")
     f = fa.flash_attention(128, 64, num_stages=2)
-    t = time.perf_counter()
+    t = time.process_time()   # CPU time: the machine may be shared; z3 runs in this process
     k = tegula.compile(f, target="ascend-emu:a2a3", pass_configs=_cfg("z3"))
-    dt = time.perf_counter() - t
+    dt = time.process_time() - t
     assert _loop(k).solver in ("z3", "list")
     assert dt <= 2.0, dt
 
