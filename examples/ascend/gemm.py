@@ -16,7 +16,7 @@ import tegula.language as T
 
 
 def gemm(M, N, K, block_M=64, block_N=64, block_K=32, dtype="float16", accum_dtype="float32",
-         num_stages=1):
+         num_stages=1, versions=None):
     m_num, n_num = M // block_M, N // block_N
 
     @T.prim_func
@@ -27,6 +27,8 @@ def gemm(M, N, K, block_M=64, block_N=64, block_K=32, dtype="float16", accum_dty
             A_L1 = T.alloc_L1((block_M, block_K), dtype)
             B_L1 = T.alloc_L1((block_K, block_N), dtype)
             C_L0 = T.alloc_L0C((block_M, block_N), accum_dtype)
+            if versions is not None:   # (A_L1, B_L1) versions instead of num_stages of each
+                T.annotate_buffer_versions({A_L1: versions[0], B_L1: versions[1]})
             with T.Scope("C"):
                 for k in T.Pipelined(K // block_K, num_stages=num_stages):
                     T.copy(A[bx * block_M, k * block_K], A_L1)

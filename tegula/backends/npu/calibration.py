@@ -64,16 +64,11 @@ def model_cycles(name: str, arch: str = "a2a3") -> Optional[int]:
     m = machine(arch)
     fam, rest = name.split(".", 1)
     item, shape = _dtype_shape(rest)
-    if fam == "TMatmul":
+    if fam == "TMatmul":   # the case names an M x K x N product; split-K repeats are separate runs
         if shape is None or item is None:
             return None
-        reps = int(re.search(r"reps(\d+)", rest).group(1)) if "reps" in rest else 1
-        mm, nn, kk = shape
-        # the test multiplies an m x k tile by a k x n one; split-K repeats accumulate
-        dt = type("D", (), {"bits": item * 8})
-        c = cost.mmad_cost(m, mm, kk, nn, dt)
-        return (c.latency - cost.MMAD_STATE) * reps // max(reps, 1) + cost.MMAD_STATE \
-            if reps > 1 else c.latency
+        mm, kk, nn = shape
+        return cost.mmad_cost(m, mm, nn, kk, type("D", (), {"bits": item * 8})).latency
     if fam == "TLoad":
         if shape is None or item is None:
             return None

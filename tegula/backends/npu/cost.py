@@ -10,13 +10,14 @@ Where each figure comes from (``SOURCES``; the facts are collected in ``shared/r
 
 - ``a2a3-pipe-model``: a published per-instruction pipe model of A2/A3 (1.85 GHz): GM read latency
   347 cycles, write 203, GM bandwidth 87 B/cycle per core, L1 write 256 B/cycle, L0A write 256,
-  L0B write 128, L0C read 128, UB read/write 128, load2d +9, DMA +9, cube state +20; MMAD cycles
-  ``ceil(m/16) * ceil(n/16) * ceil(k/k0) + 20``; vector ``ceil(repeats * 256 / bytes_per_cycle) *
+  L0B write 128, L0C read 128, UB read/write 128, load2d +9, DMA +9; MMAD steps
+  ``ceil(m/16) * ceil(n/16) * ceil(k/k0)``; vector ``ceil(repeats * 256 / bytes_per_cycle) *
   throughput + delay + 15`` with (bytes/cycle, throughput, delay) per instruction.
 - ``a2a3-tsv-fit``: constants fitted here to the profiled single-instruction cycle counts of
   ``ascend-instr-cycles.tsv`` (GM -> UB loads: 265 cycles + 128 B/cycle + 14 cycles per row past
-  128; tile-tile vector operations read each source tile at 256 B/cycle, one repeat per 256 bytes
-  of each row; row reductions about 7 cycles per row). In-sample: BENCHMARKS.md says so.
+  128; an MMAD is its steps + 6 cycles; tile-tile vector operations read each source tile at
+  256 B/cycle, one repeat per 256 bytes of each row; row reductions about 7 cycles per row).
+  In-sample: BENCHMARKS.md says so.
 - ``a5-calibrated``: the 950 path costs of upstream TileLang's calibrated model (base cycles and
   bytes/cycle per path; cube base 8, one MMAD per cycle; vector ``max(ops / throughput, bytes /
   256)``).
@@ -101,7 +102,8 @@ _A2A3_VEC = {
 }
 VEC_FIXED = 15           # every vector instruction (a2a3-pipe-model)
 REDUCE_ROW = 7           # cycles per row of a row reduction (a2a3-tsv-fit, TRowSum / TRowMax 64x64)
-MMAD_STATE = 20          # a2a3-pipe-model
+MMAD_STATE = 6           # a2a3-tsv-fit: the four TMatmul cases are steps + 6 exactly (the pipe
+#                          model's "cube state +20" overestimates them)
 A5_CUBE_BASE = 8         # a5-calibrated
 A5_VEC_BASE = 16         # assumed: the 950 table gives no per-instruction base for vectors
 CROSS_FLAG_LATENCY = 100  # assumed: a cross-core flag travels through GM-level sync hardware
@@ -110,9 +112,9 @@ FLAG_LATENCY = 1         # assumed: an intra-core flag is seen by its pipe the n
 
 
 def k0(dtype: Any) -> int:
-    """K elements per cube step: 16 for fp16/bf16, 32 for int8, 8 for fp32, 64 for int4."""
+    """K elements per cube step: 16 for fp16/bf16, 32 for int8, 4 for fp32, 64 for int4."""
     bits = dtype.bits
-    return {16: 16, 8: 32, 32: 8, 4: 64}.get(bits, 16)
+    return {16: 16, 8: 32, 32: 4, 4: 64}.get(bits, 16)
 
 
 def copy_cost(machine: Any, src: str, dst: str, nbytes: int, rows: int, row_bytes: int) -> Cost:
@@ -130,7 +132,7 @@ def mmad_cost(machine: Any, m: int, n: int, k: int, dtype: Any) -> Cost:
     steps = math.ceil(m / 16) * math.ceil(n / 16) * math.ceil(k / k0(dtype))
     if machine.name == "a5":
         return Cost(steps + A5_CUBE_BASE, steps, "a5-calibrated")
-    return Cost(steps + MMAD_STATE, steps + MMAD_STATE, "a2a3-pipe-model")
+    return Cost(steps + MMAD_STATE, steps + MMAD_STATE, "a2a3-tsv-fit")
 
 
 def _repeats(shape: tuple, itemsize: int) -> int:

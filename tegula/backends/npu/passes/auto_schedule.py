@@ -197,7 +197,7 @@ class _Scheduler:
             p.fixed_bytes[scope] = other
             p.capacity_total[scope] = self.m.buffer(scope).capacity
             p.capacity[scope] = self.m.buffer(scope).capacity - other
-        self.check_capacity(p, head, stages)
+        self.check_capacity(p, group, stages)
         p.deps = dependencies(tasks, True, vnames, cost.CROSS_FLAG_LATENCY)
         sched = solve(p, self.solver)
         where = f"loop {head.var.name} at {_where(head)}" + \
@@ -223,7 +223,7 @@ class _Scheduler:
             ann[VERSIONS] = vers   # also when empty: MultiBuffer then keeps one version of each
             self.repl[f] = dataclasses.replace(f, body=body, annotations=ann)
 
-    def check_capacity(self, p: Problem, loop: For, stages: int) -> None:
+    def check_capacity(self, p: Problem, group: list, stages: int) -> None:
         # memories whose requested versions overflow them first, then the others
         scopes = sorted(p.capacity_total, key=lambda sc: not any(
             p.fixed_versions.get(b, 1) > 1 for b, (s2, _) in p.sizes.items() if s2 == sc))
@@ -234,6 +234,7 @@ class _Scheduler:
             if need <= cap:
                 continue
             hw = self.m.buffer(scope).name
+            loop = next((f for f, c in group if c == self.m.buffer(scope).core), group[0][0])
             fixed = sorted(b for b in mine if b in p.fixed_versions and p.fixed_versions[b] > 1)
             counts = sorted({p.fixed_versions[b] for b in fixed})
             at = " and ".join(fixed) if len(fixed) <= 2 else ", ".join(fixed[:-1]) + " and " + fixed[-1]

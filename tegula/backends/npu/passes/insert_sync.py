@@ -242,6 +242,9 @@ class _Sync:
             ids = [self.take_id(ev, start - 0.5, INF) for _ in range(ring)]
             if None not in ids and ids == list(range(ids[0], ids[0] + ring)):
                 fexpr = const(ids[0]) + loop.var % ring
+            else:  # not enough ids for a ring: give them back, one id as before
+                self.live[ev] = [e for e in self.live[ev] if not (e[0] in ids and e[2] == INF
+                                                                 and e[1] == start - 0.5)]
         if fexpr is None:
             fid = self.take_id(ev, lo, self.seq + 0.5)
             if fid is None:  # every id is live: set right before the wait instead

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from tegula.errors import ConfigError
 from tegula.backends.npu.sched.tasks import Problem
 
 Z3_RLIMIT = 1_000_000
@@ -510,6 +511,12 @@ def list_straight(p: Problem) -> Schedule:
 
 def solve(p: Problem, solver: str = "auto") -> Schedule:
     """Schedule ``p`` with ``solver``: "z3", "list", or "auto" (z3 when installed)."""
+    if solver not in ("auto", "z3", "list"):
+        raise ConfigError(f"tegula.npu_scheduler: {solver!r} is not a scheduler",
+                          hint='use "auto", "z3" or "list"')
+    if solver == "z3" and not have_z3():
+        raise ConfigError("tegula.npu_scheduler='z3' needs the z3-solver package",
+                          hint="pip install tegula[npu], or use the list scheduler ('list' / 'auto')")
     use_z3 = solver == "z3" or (solver == "auto" and have_z3())
     if p.loop:
         return z3_modulo(p) if use_z3 else list_modulo(p)
