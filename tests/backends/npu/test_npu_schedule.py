@@ -279,3 +279,40 @@ def test_cost_model_matches_the_published_mmad_counts_and_fits_tload():
                        ("TLoad.c08_nd_float_256x60_padmax", 2497), ("TAdd.float_64x64", 132),
                        ("TMul.float_64x64", 154), ("TAddS.float_256x16", 266)]:
         assert calibration.precision(prof, calibration.model_cycles(name)) >= 0.85, name
+
+
+@pytest.mark.parametrize("stages", [4, 8])
+def test_more_versions_than_ring_flag_ids_still_run_race_free(ascend_example, stages):
+    # two forward edges MTE2 -> MTE1 at 4 or 8 versions need more than 8 ids: InsertSync falls
+    # back to one ring per event, set right before its wait
+    g = ascend_example("gemm")
+    for seed in (0, 1):
+        err = g.main(128, 128, 1024, target="ascend-emu:a2a3", seed=None, num_stages=stages)
+        assert err < 2e-3
+
+
+def test_the_scheduling_exercises_print_ii_feasibility_and_time(tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+
+    import tegula as tg
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(tg.__file__)))
+    script = os.path.join(root, "examples", "ascend", "scheduling.py")
+    env = {**os.environ, "PYTHONPATH": root}
+
+    def run(*args):
+        r = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, env=env,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+    out = run("gemm", "--size", "512", "--num-stages", "1", "2", "12")
+    iis = [int(x) for x in re.findall(r" II +(\d+)  bound", out)]
+    assert len(iis) == 2 and iis[1] < iis[0] and "modelled" in out
+    assert re.search(r"num_stages=12 +INFEASIBLE +infeasible: L1 needs", out) and "try num_stages=" in out
+    out = run("timeline", "--out", str(tmp_path))
+    assert (tmp_path / "gemm-single-buffered.json").exists()
+    assert (tmp_path / "gemm-double-buffered.json").exists()
+    assert "tegula-npu-cost/1 (not measured)" in out

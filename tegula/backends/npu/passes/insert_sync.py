@@ -165,6 +165,8 @@ class _Sync:
         self.scope_depth = 0                     # len(self.path) inside the current T.Scope
         self.lets: dict = {}                     # let-bound var -> value
         self.loops: list = []                    # enclosing loops: (For, seq at its start)
+        self.tight: set = set()                  # (loop, event): one ring, set before its wait
+        self.short: set = set()                  # (loop, event) whose ring found too few ids
 
     # -- ordering facts ----------------------------------------------------------------------
     def ordered(self, st: CoreState, a: Access, q: str) -> bool:
@@ -220,7 +222,8 @@ class _Sync:
     def sync(self, st: CoreState, a: Access, q: str, here: tuple, buf: Any = None) -> None:
         """Order access ``a`` before the operation at ``here`` on pipe ``q``. Inside a loop that
         multi-buffers the buffer, the producer may run ahead by up to a version count of
-        iterations, so the flag is a ring too (id ``base + k % versions``)."""
+        iterations, so the flag is a ring too (id ``base + k % versions``), set right before its
+        wait so that one ring covers all the producers on its pipe."""
         d = 0
         while d < min(len(a.path), len(here)) - 1 and a.path[d] == here[d]:
             d += 1
@@ -239,12 +242,20 @@ class _Sync:
         loop, ring, start = self.ring_of(buf)
         fexpr: Any = None
         if ring > 1:
+            if (id(loop), ev) in self.tight:
+                # the set right before the wait: it fires once all the earlier work of its pipe
+                # is done, so one ring orders every producer of the iteration on that pipe
+                pi, lo = None, self.seq
             ids = [self.take_id(ev, start - 0.5, INF) for _ in range(ring)]
-            if None not in ids and ids == list(range(ids[0], ids[0] + ring)):
+            spare = self.take_id(ev, lo, self.seq + 0.5)   # leave one id for later edges
+            if spare is not None:
+                self.live[ev].pop()
+            if None not in ids and ids == list(range(ids[0], ids[0] + ring)) and spare is not None:
                 fexpr = const(ids[0]) + loop.var % ring
-            else:  # not enough ids for a ring: give them back, one id as before
+            else:  # not enough ids for a ring: give them back; the kernel is done again "tight"
                 self.live[ev] = [e for e in self.live[ev] if not (e[0] in ids and e[2] == INF
                                                                  and e[1] == start - 0.5)]
+                self.short.add((id(loop), ev))
         if fexpr is None:
             fid = self.take_id(ev, lo, self.seq + 0.5)
             if fid is None:  # every id is live: set right before the wait instead
@@ -465,7 +476,15 @@ def _reserved(k: NpuKernel) -> dict:
 
 
 def insert_sync_kernel(k: NpuKernel, m: Any) -> NpuKernel:
-    return dataclasses.replace(k, body=_Sync(m, _reserved(k)).block([k.body]))
+    tight: set = set()
+    for _ in range(4):   # rings short of ids: again, with one ring per (loop, event) there
+        s = _Sync(m, _reserved(k))
+        s.tight = set(tight)
+        body = s.block([k.body])
+        if s.short <= tight:
+            break
+        tight |= s.short
+    return dataclasses.replace(k, body=body)
 
 
 def insert_sync(func: PrimFunc, m: Any, every_kernel: bool = True) -> PrimFunc:
