@@ -28,6 +28,18 @@ from tegula.ir.npu import BARRIER_PIPES, PIPES
 CORE_NAMES = ("AIC", "AIV0", "AIV1")
 
 
+def cross_targets(c: int, ins: Any) -> list:
+    """The counters (core, flag, from) a cross-core set of core ``c`` increments."""
+    if c == 0:
+        return [(1, ins.flag, 0), (2, ins.flag, 0)]
+    return [(0, ins.flag, c - 1)] if ins.mode == 2 else [(3 - c, ins.flag, 0)]
+
+
+def cross_keys(c: int, flag: int) -> list:
+    """The counters a cross-core wait of core ``c`` takes one from (the AIC: one of each AIV)."""
+    return [(0, flag, 0), (0, flag, 1)] if c == 0 else [(c, flag, 0)]
+
+
 def _join(a: dict, b: Optional[dict]) -> None:
     if b:
         for k, v in b.items():
@@ -189,12 +201,10 @@ class Block:
 
     # -- cross-core flags (the counting rules of the interpreter) -------------------------------
     def _xtargets(self, c: int, ins: Any) -> list:
-        if c == 0:
-            return [(1, ins.flag, 0), (2, ins.flag, 0)]
-        return [(0, ins.flag, c - 1)] if ins.mode == 2 else [(3 - c, ins.flag, 0)]
+        return cross_targets(c, ins)
 
     def _xkeys(self, c: int, flag: int) -> list:
-        return [(0, flag, 0), (0, flag, 1)] if c == 0 else [(c, flag, 0)]
+        return cross_keys(c, flag)
 
     # -- races ----------------------------------------------------------------------------------
     def check(self, c: int, p: str, ins: Any, clock: dict) -> None:

@@ -32,7 +32,7 @@ from tegula.ir.visitor import post_order_visit
 from tegula.backends.closure import np_scalar
 from tegula.backends.interp.context import Ctx
 from tegula.backends.npu import cost
-from tegula.backends.npu.emu.sim import CORE_NAMES
+from tegula.backends.npu.emu.sim import CORE_NAMES, cross_keys, cross_targets
 from tegula.backends.npu.emu.trace import Issuer, Memory
 
 _SLOTS = 1 << 14
@@ -209,12 +209,10 @@ class _Block:
                 self.cross.setdefault(tgt, []).append(fire)
 
     def _xtargets(self, c: int, ins: Any) -> list:
-        if c == 0:
-            return [(1, ins.flag, 0), (2, ins.flag, 0)]
-        return [(0, ins.flag, c - 1)] if ins.mode == 2 else [(3 - c, ins.flag, 0)]
+        return cross_targets(c, ins)
 
     def _xkeys(self, c: int, flag: int) -> list:
-        return [(0, flag, 0), (0, flag, 1)] if c == 0 else [(c, flag, 0)]
+        return cross_keys(c, flag)
 
 
 def _flops(streams: list) -> float:

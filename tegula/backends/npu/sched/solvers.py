@@ -82,19 +82,10 @@ def _distance(p: Problem, d: Any, versions: dict) -> int:
 
 def feasible_recurrence(p: Problem, ii: int, versions: dict) -> bool:
     """No dependency cycle with positive weight ``latency - II * distance`` (Bellman-Ford)."""
-    n = len(p.tasks)
-    pos = {t.index: i for i, t in enumerate(p.tasks)}
-    edges = [(pos[d.src], pos[d.dst], d.latency - ii * _distance(p, d, versions)) for d in p.deps]
-    dist = [0] * n
-    for _ in range(n + 1):
-        changed = False
-        for u, v, w in edges:
-            if dist[u] + w > dist[v]:
-                dist[v] = dist[u] + w
-                changed = True
-        if not changed:
-            return True
-    return False
+    pos = {t.index: i + 1 for i, t in enumerate(p.tasks)}
+    edges = [(0, i, 0) for i in pos.values()] + \
+        [(pos[d.src], pos[d.dst], d.latency - ii * _distance(p, d, versions)) for d in p.deps]
+    return _longest(len(p.tasks) + 1, edges) is not None
 
 
 def rec_mii(p: Problem, versions: dict) -> int:
