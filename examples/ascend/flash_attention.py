@@ -18,6 +18,10 @@ import tegula
 import tegula.language as T
 
 
+# AutoSchedule may place each pipe's II window at any offset (docs/ascend-scheduling.md)
+OFFSET = {"enable_offset": True}
+
+
 def flash_attention(S, D, block_M=32, block_N=32, dtype="float16", num_stages=1):
     grid, h = S // block_M, block_M // 2
     scale = 1.0 / math.sqrt(D)
@@ -47,7 +51,7 @@ def flash_attention(S, D, block_M=32, block_N=32, dtype="float16", num_stages=1)
             out16 = T.alloc_ub((h, D), dtype)
             with T.Scope("C"):
                 T.copy(Q[cid * block_M, 0], q_l1)
-                for j in T.Pipelined(S // block_N, num_stages=num_stages, annotations={"enable_offset": True}):
+                for j in T.Pipelined(S // block_N, num_stages=num_stages, annotations=OFFSET):
                     T.copy(K[j * block_N, 0], k_l1)
                     T.gemm_v0(q_l1, k_l1, s_l0, transpose_B=True, init=True)
                     T.copy(s_l0, W_S[cid, 0, 0])
@@ -62,7 +66,7 @@ def flash_attention(S, D, block_M=32, block_N=32, dtype="float16", num_stages=1)
                 T.tile.fill(m, -T.infinity("float32"))
                 T.tile.fill(l, 0)
                 T.tile.fill(acc, 0)
-                for j in T.Pipelined(S // block_N, num_stages=num_stages, annotations={"enable_offset": True}):
+                for j in T.Pipelined(S // block_N, num_stages=num_stages, annotations=OFFSET):
                     T.wait_cross_flag(0)
                     T.copy(W_S[cid, vid * h, 0], s_ub)
                     T.tile.mul(s_ub, s_ub, scale)

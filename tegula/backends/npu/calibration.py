@@ -118,7 +118,8 @@ def summary(cases: list) -> dict:
         "median_precision": med(priced, "model"),
         "median_precision_public": med(priced, "public_model"),
         "within_25pct": sum(precision(c.profiled, c.model) >= 0.75 for c in priced),
-        "families": {f: (len(cs), med(cs, "model"), med(cs, "public_model")) for f, cs in sorted(fams.items())},
+        "families": {f: (len(cs), med(cs, "model"), med(cs, "public_model"))
+                     for f, cs in sorted(fams.items())},
     }
 
 

@@ -6,8 +6,8 @@ The scalar unit of each core (AIC, AIV0, AIV1) issues its instruction stream (:m
 data needed) in order, ``SCALAR_ISSUE`` cycles an instruction; ``wait_cross_flag`` and
 ``barrier_all`` stop it. Each pipe runs its queue in order: an operation starts once it is issued,
 its pipe is free (the previous operation started ``ii`` cycles ago) and any barrier or flag ahead
-of it is satisfied, and finishes ``latency`` cycles after it starts; ``set_flag`` does not hold its pipe and fires
-when the pipe's earlier work has finished; ``wait_flag`` holds its pipe until the flag fired;
+of it is satisfied, and finishes ``latency`` cycles after it starts; ``set_flag`` does not hold
+its pipe and fires when the pipe's earlier work has finished; ``wait_flag`` holds its pipe until the flag fired;
 ``pipe_barrier`` holds its pipe until the pipe's earlier work has finished; a cross-core flag
 arrives ``CROSS_FLAG_LATENCY`` cycles after the earlier work of its pipe finished.
 

@@ -241,8 +241,9 @@ class _Scheduler:
             what = f"at {'/'.join(map(str, counts))} versions of {at}" if fixed else "with one version each"
             fits = None
             for s in range(stages - 1, 0, -1):
-                n = p.fixed_bytes[scope] + sum((s if b in p.fixed_versions and b not in self.pinned
-                                                else p.fixed_versions.get(b, 1)) * sz for b, sz in mine.items())
+                n = p.fixed_bytes[scope] + sum(
+                    (s if b in p.fixed_versions and b not in self.pinned else p.fixed_versions.get(b, 1)) * sz
+                    for b, sz in mine.items())
                 if n <= cap:
                     fits = s
                     break

@@ -2,7 +2,8 @@
 ``versions`` annotation, buffer -> count), each buffer used in turn (version ``k % n`` in
 iteration ``k``), so the load of iteration k + 1 can run while iteration k computes. A loop
 AutoSchedule did not schedule with ``num_stages=S`` (S >= 2) gets S versions of every NPU buffer
-a copy from global memory fills inside it. Only buffers used nowhere else are versioned. InsertSync then orders iteration k's reads of a version
+a copy from global memory fills inside it. Only buffers used nowhere else are versioned.
+InsertSync then orders iteration k's reads of a version
 before iteration k + S's load into it with ring flags (one id per version).
 
 Before::
