@@ -316,3 +316,21 @@ def test_the_scheduling_exercises_print_ii_feasibility_and_time(tmp_path):
     assert (tmp_path / "gemm-single-buffered.json").exists()
     assert (tmp_path / "gemm-double-buffered.json").exists()
     assert "tegula-npu-cost/1 (not measured)" in out
+
+
+def test_a5_costs_come_from_the_950_table(ascend_example):
+    from tegula.backends.npu import cost
+    from tegula.backends.npu.emu import timing
+    from tegula.backends.npu.machine import machine
+
+    a5, a2 = machine("a5"), machine("a2a3")
+    # 950 path costs: GM -> L1 base 190 at 100 B/cycle, II at least 64; cube base 8
+    assert cost.copy_cost(a5, "global", "l1", 16384, 128, 128) == cost.Cost(354, 164, "a5-calibrated")
+    assert cost.mmad_cost(a5, 128, 256, 64, type("D", (), {"bits": 16})).latency == 8 * 16 * 4 + 8
+    assert cost.copy_cost(a2, "global", "l1", 16384, 128, 128).latency > 354
+    g = ascend_example("gemm")
+    ts = [timing.model(tegula.compile(g.gemm(256, 512, 1024, 128, 256, 64, num_stages=n),
+                                      target="ascend-emu:a5", pass_configs=_cfg("auto")))
+          for n in (1, 2)]
+    assert all(t.machine == "a5" and t.clock_ghz == 1.65 for t in ts)
+    assert ts[1].cycles < ts[0].cycles

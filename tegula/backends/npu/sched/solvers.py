@@ -421,10 +421,14 @@ def z3_modulo(p: Problem) -> Schedule:
 def z3_straight(p: Problem) -> Schedule:
     import z3
 
+    first = list_straight(p)
+    if first.ii == first.bound:   # the list schedule meets the bound: nothing for z3 to improve
+        first.note = "the list schedule meets the bound; z3 had nothing to improve"
+        return first
     r, _, _ = bounds(p)
     crit = _critical_path(p)
     lb = max(r, crit)
-    top = sum(t.latency for t in p.tasks) + 1
+    top = first.ii
     st = {t.index: z3.Int(f"s{t.index}") for t in p.tasks}
 
     def check(span: int) -> Optional[dict]:
@@ -460,7 +464,7 @@ def z3_straight(p: Problem) -> Schedule:
                 lo = mid + 1
         span = hi
     if best is None:
-        return list_straight(p)
+        return first
     return Schedule("z3", span, lb, r, crit, best, {}, loop=False)
 
 
