@@ -69,15 +69,16 @@ def uniform_condition(cond: Expr, ranges: dict) -> Optional[Expr]:
 
 
 class _Masks(Visitor):
-    """Conditions of selects and boolean lets in a loop body (lets resolved)."""
+    """Conditions of selects and boolean lets in a loop body, with every let resolved (a
+    condition on ``q_idx = q0 + i`` is a condition on ``q0 + i``, free of the body's lets)."""
 
     def __init__(self) -> None:
         self.lets: dict = {}
         self.conds: list[Expr] = []
 
     def visit_LetStmt(self, s: LetStmt) -> None:
+        self.lets[s.var] = substitute(s.value, self.lets)
         if s.value.dtype.is_bool:
-            self.lets[s.var] = substitute(s.value, self.lets)
             self.conds.append(self.lets[s.var])
         self.generic_visit(s)
 
@@ -118,6 +119,7 @@ def _specialize(loop: For) -> Optional[Stmt]:
             if s.value.dtype.is_bool and uniform_condition(value, ranges) is not None:
                 self.lets[s.var] = E.const(True)
                 return LetStmt(s.var, E.const(True), span=s.span)
+            self.lets[s.var] = value
             return self.generic_visit(s)
 
         def visit_Select(self, s: E.Select) -> Any:
