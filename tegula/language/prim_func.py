@@ -177,13 +177,16 @@ def trace_eager(func: Callable, bound: dict, tensors: dict, consts: dict) -> Eag
     return EagerTrace(pf, out_idx, list(tensors), dict(b.consts))
 
 
-def _shape_dims(ann: ast.expr) -> list:
-    """The dimension nodes of ``T.Tensor((M, K), ...)`` / ``T.Tensor[(M, K), ...]``, if literal."""
+def _shape_dims(ann: ast.expr, shapes: dict) -> list:
+    """The dimension nodes of ``T.Tensor((M, K), ...)`` / ``T.Tensor[(M, K), ...]``, if literal or
+    a name that ``shapes`` maps to a literal tuple (``A_shape = (M, K)`` earlier in the body)."""
     shape: Any = None
     if isinstance(ann, ast.Call) and ann.args:
         shape = ann.args[0]
     elif isinstance(ann, ast.Subscript) and isinstance(ann.slice, ast.Tuple) and ann.slice.elts:
         shape = ann.slice.elts[0]
+    if isinstance(shape, ast.Name):
+        shape = shapes.get(shape.id)
     return list(shape.elts) if isinstance(shape, (ast.Tuple, ast.List)) else []
 
 
@@ -195,9 +198,15 @@ def _shape_hints(tree: ast.FunctionDef, tensors: dict) -> dict:
     works as in TileLang."""
     hints: dict = {}
     alias: dict = {}  # KH, KW = K, K: a dimension named KH is K's
+    shapes: dict = {}  # A_shape = (M, K): an annotation T.Tensor(A_shape, ...) names M and K
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             t, v = node.targets[0], node.value
+            if isinstance(t, ast.Name):
+                if isinstance(v, (ast.Tuple, ast.List)):
+                    shapes[t.id] = v
+                else:
+                    shapes.pop(t.id, None)
             pairs = [(t, v)] if isinstance(t, ast.Name) else \
                 list(zip(t.elts, v.elts)) if isinstance(t, ast.Tuple) and isinstance(v, ast.Tuple) \
                 and len(t.elts) == len(v.elts) else []
@@ -212,7 +221,7 @@ def _shape_hints(tree: ast.FunctionDef, tensors: dict) -> dict:
         actual = tensors.get(node.target.id)
         if actual is None:
             continue
-        for i, d in enumerate(_shape_dims(node.annotation)):
+        for i, d in enumerate(_shape_dims(node.annotation, shapes)):
             if isinstance(d, ast.Name) and i < len(actual[0]):
                 hints.setdefault(alias.get(d.id, d.id), int(actual[0][i]))
     return hints

@@ -133,6 +133,31 @@ def conv1d_rows(data, kernel, S=1):
     return out
 
 
+def scaled_rows(A, scales, group=16, target="cpu"):
+    @tegula.jit(target=target)
+    def k(A, scales):
+        M, K = T.const("M, K")
+        A_shape = (M, K)                            # the annotation names a tuple of the symbols
+        S_shape = (M, T.ceildiv(K, group))          # arithmetic on K before any annotation
+        A: T.Tensor(A_shape, T.float32)
+        scales: T.Tensor(S_shape, T.float32)
+        out = T.empty(A_shape, T.float32)
+        with T.Kernel(T.ceildiv(M, 16), threads=128) as bx:
+            for i, j in T.Parallel(16, K):
+                out[bx * 16 + i, j] = A[bx * 16 + i, j] * scales[bx * 16 + i, j // group]
+        return out
+    return k(A, scales)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_eager_const_through_a_shape_tuple(rng, target):
+    a = rng.standard_normal((32, 48)).astype(np.float32)
+    s = rng.standard_normal((32, 3)).astype(np.float32)
+    out = scaled_rows(a, s, target=target)
+    np.testing.assert_allclose(out, a.astype(np.float64) * np.repeat(s.astype(np.float64), 16, axis=1),
+                               rtol=1e-6, atol=1e-6)
+
+
 def test_eager_const_through_an_alias(rng):
     x = rng.standard_normal((3, 40)).astype(np.float32)
     w = rng.standard_normal(5).astype(np.float32)
