@@ -49,7 +49,9 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
              unless=PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION),
     PassSpec("SimplifyLowered", simplify_stmt, "fold the index arithmetic lowering produced"),
     PassSpec("PlanSharedMemory", plan_shared_memory,
-             "byte offsets of shared buffers; buffers a barrier separates share bytes"),
+             "byte offsets of shared buffers; buffers whose lifetimes do not overlap share bytes",
+             config_options=(("no_reuse", PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE),
+                             ("no_barriers", PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION))),
     # a user error naming every buffer otherwise
     PassSpec("CheckResources", check_resources,
              "shared memory and threads per block within the arch's limits",

@@ -79,6 +79,7 @@ def _row_reduce(ctx: Ctx, red: Reduce, ls: Any, rows: RowsOf) -> Stmt:
         R = ls.shape[0]
         part = Buffer(ctx.fresh("red_part"), (R * nw,), acc_t, SHARED_DYN)
         ctx.allocs.append(part)
+        ctx.smem_private.append(part)  # no value outlives this reduction: loops do not stretch it
         if isinstance(ls, MmaLayout):
             wslot = (t // 32) % ls.wn
             leader = E.compare("eq", t % 4, 0)

@@ -85,6 +85,8 @@ def lower_kernel(k: Kernel) -> Kernel:
         ann["smem_align"] = align
     if ctx.tma_maps:
         ann["tma_maps"] = list(ctx.tma_maps)
+    if ctx.smem_private:  # shared scratch private to one tile op (see smem_liveness)
+        ann["smem_private"] = list(ctx.smem_private)
     return Kernel(k.grid, k.threads, k.block_vars, allocs, body, dict(k.alloc_inits), ann,
                   thread_var=tid, span=k.span)
 

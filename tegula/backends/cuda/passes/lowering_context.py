@@ -49,6 +49,7 @@ class Ctx:
     block_vars: tuple = ()                            # the kernel's block indices
     tma_maps: list = field(default_factory=list)      # TmaMap of each tensor map the kernel uses
     smem_align: dict = field(default_factory=dict)    # flat shared Buffer -> alignment beyond 128 B
+    smem_private: list = field(default_factory=list)  # shared scratch one tile op writes, then reads
     counter: int = 0
 
     def unroll(self, base: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:
