@@ -52,6 +52,7 @@ class Builder:
         self.param_names: set[str] = set()
         self.macros: list[str] = []              # names of the macros being expanded, outermost first
         self.ranges: dict = {}                   # Var -> inclusive (lo, hi) where known
+        self.views: dict = {}                    # view Buffer -> the buffer it views (language/views.py)
 
     # -- statements -----------------------------------------------------------------------------
     def emit(self, stmt: Stmt) -> None:

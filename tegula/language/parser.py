@@ -35,6 +35,7 @@ from tegula.language.builder import Builder, KernelFrame, new_var
 from tegula.language.primitives import KernelSpec, LoopSpec, serial
 from tegula.language.proxy import ConstSymbol, TensorSpec
 from tegula.language.safe_access import guard_global_accesses
+from tegula.language.views import BufferData
 
 
 @dataclass
@@ -581,6 +582,8 @@ class Parser:
 
     def eval_Attribute(self, node: ast.Attribute) -> Any:
         obj = self.eval(node.value)
+        if isinstance(obj, Buffer) and node.attr == "data" and getattr(obj, "data", None) is None:
+            return BufferData(obj)  # A.data: A's memory, for T.Tensor(shape, dtype, A.data)
         try:
             return getattr(obj, node.attr)
         except AttributeError:

@@ -18,6 +18,7 @@ from tegula.language import semantic
 from tegula.language.builder import Builder, active, building, caller_span
 from tegula.language.parser import Parser, Source, function_scope, run_body
 from tegula.language.proxy import TensorSpec, ptr_like
+from tegula.language.views import resolve_views
 
 
 def _clean_errors(fn: Callable) -> Callable:
@@ -90,7 +91,7 @@ def parse_prim_func(func: Callable, outer: Optional[dict] = None) -> PrimFunc:
         ret_node = next((n for n in src.tree.body if isinstance(n, ast.Return)), src.tree)
         raise KernelSyntaxError("a @T.prim_func returns nothing; outputs are parameters it writes",
                                 src.span(ret_node))
-    return PrimFunc(func.__name__, tuple(params) + tuple(b.workspaces), seq(b.stack[0]),
+    return PrimFunc(func.__name__, tuple(params) + tuple(b.workspaces), resolve_views(seq(b.stack[0]), b.views),
                     _workspace_attrs(b), span=src.span(src.tree))
 
 
@@ -172,7 +173,7 @@ def trace_eager(func: Callable, bound: dict, tensors: dict, consts: dict) -> Eag
         out_idx.append(params.index(r))
     if not rets and b.outputs:
         out_idx = [params.index(o) for o in b.outputs]
-    pf = PrimFunc(func.__name__, tuple(params) + tuple(b.workspaces), seq(b.stack[0]),
+    pf = PrimFunc(func.__name__, tuple(params) + tuple(b.workspaces), resolve_views(seq(b.stack[0]), b.views),
                   _workspace_attrs(b), span=src.span(src.tree))
     return EagerTrace(pf, out_idx, list(tensors), dict(b.consts))
 

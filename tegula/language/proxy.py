@@ -11,6 +11,7 @@ from tegula.ir.expr import Const, Expr, Var
 from tegula.language import primitives as P
 from tegula.language import semantic
 from tegula.language.builder import active, caller_span, current
+from tegula.language.views import make_view
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,9 @@ def _shape(shape: Any, what: str) -> tuple:
 class _TensorType:
     """``T.Tensor((M, K), dtype)`` and ``T.Tensor[(M, K), dtype]``."""
 
-    def __call__(self, shape: Any, dtype: Any = "float32", **_: Any) -> TensorSpec:
+    def __call__(self, shape: Any, dtype: Any = "float32", data: Any = None, **_: Any) -> Any:
+        if data is not None:  # T.Tensor(shape, dtype, A.data) in a kernel: a view of A
+            return make_view(data, shape, dtype, "T.Tensor")
         try:
             return TensorSpec(_shape(shape, "T.Tensor"), semantic.check_dtype(dtype, "T.Tensor"))
         except TegulaError as e:

@@ -1,0 +1,127 @@
+"""Views of a buffer under another shape (T.Tensor(shape, dtype, A.data), T.reshape, T.view)
+and T.im2col: interpreter, emulator and compile-only CUDA, against float64 numpy."""
+import numpy as np
+import pytest
+
+import tegula
+import tegula.language as T
+from tegula.errors import TegulaError, UnsupportedError
+
+
+def conv2d(N=2, H=8, W=8, C=16, F=32, K=3, S=1, D=1, P=1, BM=64, BN=32, BK=32, stages=2):
+    OH = (H + 2 * P - D * (K - 1) - 1) // S + 1
+    OW = (W + 2 * P - D * (K - 1) - 1) // S + 1
+
+    @T.prim_func
+    def conv(img: T.Tensor((N, H, W, C), "float16"), wgt: T.Tensor((K, K, C, F), "float16"),
+             out: T.Tensor((N, OH, OW, F), "float16")):
+        with T.Kernel(T.ceildiv(F, BN), T.ceildiv(N * OH * OW, BM), threads=128) as (bx, by):
+            patch = T.alloc_shared((BM, BK), "float16")
+            w_s = T.alloc_shared((BK, BN), "float16")
+            acc = T.alloc_fragment((BM, BN), "float32")
+            o_s = T.alloc_shared((BM, BN), "float16")
+            w_mat = T.Tensor((K * K * C, F), "float16", wgt.data)      # the weights as a matrix
+            o_mat = T.Tensor((N * OH * OW, F), "float16", out.data)    # one row per output pixel
+            T.clear(acc)
+            for kt in T.Pipelined(T.ceildiv(K * K * C, BK), num_stages=stages):
+                T.im2col(img, patch, by, kt, K, S, D, P)
+                T.copy(w_mat[kt * BK, bx * BN], w_s)
+                T.gemm(patch, w_s, acc)
+            T.copy(acc, o_s)
+            T.copy(o_s, o_mat[by * BM, bx * BN])
+
+    return conv, (N, OH, OW, F)
+
+
+def conv_reference(img, wgt, S=1, D=1, P=1):
+    N, H, W, C = img.shape
+    K, _, _, F = wgt.shape
+    x = np.pad(img.astype(np.float64), ((0, 0), (P, P), (P, P), (0, 0)))
+    OH = (H + 2 * P - D * (K - 1) - 1) // S + 1
+    OW = (W + 2 * P - D * (K - 1) - 1) // S + 1
+    out = np.zeros((N, OH, OW, F))
+    for kh in range(K):
+        for kw in range(K):
+            win = x[:, kh * D:kh * D + S * (OH - 1) + 1:S, kw * D:kw * D + S * (OW - 1) + 1:S, :]
+            out += win @ wgt[kh, kw].astype(np.float64)
+    return out
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+@pytest.mark.parametrize("geom", [dict(), dict(S=2, P=0, H=9, W=7), dict(D=2, P=2, C=8)])
+def test_im2col_convolution_through_views(rng, target, geom):
+    prim, oshape = conv2d(**geom)
+    C = geom.get("C", 16)
+    img = rng.standard_normal((2, geom.get("H", 8), geom.get("W", 8), C)).astype(np.float16)
+    wgt = (rng.standard_normal((3, 3, C, 32)) / 8).astype(np.float16)
+    out = tegula.compile(prim, out_idx=[-1], target=target)(img, wgt)
+    ref = conv_reference(img, wgt, geom.get("S", 1), geom.get("D", 1), geom.get("P", 1))
+    assert out.shape == oshape
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_im2col_convolution_compiles(arch):
+    src = tegula.compile(conv2d()[0], out_idx=[-1], target=f"cuda:{arch}").get_kernel_source()
+    assert "__global__" in src
+
+
+def test_views_leave_no_trace_in_the_ir():
+    text = conv2d()[0].script()
+    assert "w_mat" not in text and "o_mat" not in text and "im2col" not in text
+
+
+@T.prim_func
+def reshaped(A: T.Tensor((4, 6, 8), "float32"), B: T.Tensor((8, 24), "float32")):
+    with T.Kernel(1, threads=64) as bx:
+        flat = T.reshape(A, (24, 8))           # global view, element reads
+        s = T.alloc_shared((48,), "float32")
+        s2 = T.view(s, (6, 8))                 # shared view, element writes
+        for i, j in T.Parallel(6, 8):
+            s2[i, j] = flat[i * 4 + 1, j] * 2.0
+        for i, j in T.Parallel(8, 24):
+            B[i, j] = T.if_then_else(j < 6, s[j * 8 + i], -1.0)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_reshape_and_view_read_and_write_the_same_elements(rng, target):
+    a = rng.standard_normal((4, 6, 8)).astype(np.float32)
+    b = tegula.compile(reshaped, out_idx=[-1], target=target)(a)
+    flat = a.astype(np.float64).reshape(24, 8)
+    s = (flat[np.arange(6) * 4 + 1] * 2).reshape(48)
+    want = np.full((8, 24), -1.0)
+    for i in range(8):
+        for j in range(6):
+            want[i, j] = s[j * 8 + i]
+    np.testing.assert_array_equal(b, want)
+
+
+def test_a_view_of_a_fragment_is_an_error_at_its_line():
+    with pytest.raises(UnsupportedError) as e:
+        @T.prim_func
+        def bad(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                f = T.alloc_fragment((64,), "float32")
+                g = T.reshape(f, (8, 8))  # noqa: F841
+    assert "fragment" in str(e.value) and "g = T.reshape(f, (8, 8))" in str(e.value)
+
+
+def test_a_view_in_a_gemm_is_an_error_at_its_line():
+    with pytest.raises(UnsupportedError) as e:
+        @T.prim_func
+        def bad(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                a_s = T.alloc_shared((256,), "float16")
+                c = T.alloc_fragment((16, 16), "float32")
+                a2 = T.view(a_s, (16, 16))
+                T.gemm(a2, a2, c)
+    msg = str(e.value)
+    assert "view" in msg and "T.gemm(a2, a2, c)" in msg and "tegula/language" not in msg
+
+
+def test_a_view_larger_than_its_buffer_is_an_error():
+    with pytest.raises(TegulaError, match="more than"):
+        @T.prim_func
+        def bad(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                v = T.Tensor((9, 8), "float32", A.data)  # noqa: F841
