@@ -250,3 +250,21 @@ def test_profiler_func_and_run_once(rng):
     assert prof.do_bench(prof.func, warmup=1, rep=1) > 0
     out = prof.run_once()
     assert tuple(out.shape) == (128,) and not bool(torch.isnan(out).any())
+
+
+def test_contrib_nvcc_compute_version():
+    from tegula.compat import device
+    from tegula.contrib import nvcc
+    from tegula.errors import ConfigError
+    from tegula.target import Target
+
+    assert nvcc.get_target_compute_version("sm_90a") == "9.0"
+    assert nvcc.get_target_compute_version("cuda:sm_80") == "8.0"
+    assert nvcc.get_target_compute_version(Target("cuda", "sm_90a")) == "9.0"
+    assert nvcc.parse_compute_version("8.6") == (8, 6)
+    cc = device.compute_capability()
+    if cc is None:
+        with pytest.raises(ConfigError, match="no CUDA GPU"):
+            nvcc.get_target_compute_version()
+    else:
+        assert nvcc.get_target_compute_version() == f"{cc[0]}.{cc[1]}"
