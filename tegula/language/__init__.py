@@ -19,7 +19,7 @@ from tegula.language.ascend import (Cube, Scope, SimdVF, SimtVF, Stage, Task, Ve
                                     set_flag, tile, wait_cross_flag, wait_flag)
 from tegula.language.lowlevel import *  # noqa: F401,F403 (its __all__: TIR-level spellings)
 from tegula.language.proxy import Tensor, alloc_buffer, alloc_global, const, dynamic, empty, symbolic
-from tegula.language.views import im2col, reshape, view  # noqa: F401
+from tegula.language.views import im2col, let, reshape, transpose, view  # noqa: F401
 
 from tegula.language.primitives import __ldg  # noqa: E402,F401 (a module-level dunder name)
 

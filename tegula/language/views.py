@@ -4,6 +4,9 @@
   ``T.view(A, shape)``: the elements of ``A`` (global or shared) in row-major order, seen as a
   buffer of ``shape`` (same dtype, same number of elements or fewer). Nothing is copied: element
   ``V[i, j]`` is the element of ``A`` at the same row-major position.
+- ``T.transpose(src, dst)``: ``dst[..., j, i] = src[..., i, j]`` for tiles of shapes
+  ``(..., M, N)`` and ``(..., N, M)`` (converting the dtype), as the ``T.Parallel`` loop it means.
+- ``T.let(v, value, body)``: the expression ``body`` with ``v`` bound to ``value``.
 - ``T.im2col(img, col, nhw_step, c_step, kernel, stride=1, dilation=1, pad=0)``: fills the shared
   tile ``col`` (``BM x BK``) with the patch matrix of the NHWC image ``img`` for a square
   ``kernel x kernel`` convolution: row ``r = nhw_step * BM + m`` is output pixel
@@ -30,7 +33,7 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import BufferLoad, Expr, Var
 from tegula.ir.stmt import BufferStore, Copy, For, IfThenElse, PrimFunc, Stmt, TileOp
-from tegula.ir.visitor import Mutator, Visitor
+from tegula.ir.visitor import Mutator, Visitor, substitute
 from tegula.language import semantic
 from tegula.language.builder import current
 
@@ -47,7 +50,7 @@ class BufferData:
         return f"{self.buffer.name}.data"
 
 
-def make_view(base: Any, shape: Any, dtype: Any, what: str) -> Buffer:
+def make_view(base: Any, shape: Any, dtype: Any, what: str, same_size: bool = False) -> Buffer:
     """A view of ``base`` (a Buffer or ``A.data``) as ``shape``/``dtype``, registered with the
     builder so that :func:`resolve_views` rewrites its accesses."""
     b = current(what)
@@ -67,7 +70,11 @@ def make_view(base: Any, shape: Any, dtype: Any, what: str) -> Buffer:
     for x in shp:
         if isinstance(x, bool) or not isinstance(x, (int, Expr)):
             raise ShapeError(f"{what}: dimension {x!r} is neither an int nor an expression")
-    if all(isinstance(x, int) for x in shp + tuple(base.shape)) and math.prod(shp) > math.prod(base.shape):
+    static = all(isinstance(x, int) for x in shp + tuple(base.shape))
+    if static and same_size and math.prod(shp) != math.prod(base.shape):
+        raise ShapeError(f"{what}: shape {shp} has {math.prod(shp)} elements, '{base.name}' "
+                         f"{tuple(base.shape)} has {math.prod(base.shape)}", hint="a view keeps every element")
+    if static and math.prod(shp) > math.prod(base.shape):
         raise ShapeError(f"{what}: a view of shape {shp} has {math.prod(shp)} elements, more than the "
                          f"{math.prod(base.shape)} of '{base.name}' {tuple(base.shape)}")
     view = Buffer(b.take_name(base.name + "_view"), shp, d, base.scope)
@@ -77,13 +84,14 @@ def make_view(base: Any, shape: Any, dtype: Any, what: str) -> Buffer:
 
 def reshape(buf: Any, shape: Any) -> Buffer:
     """``T.reshape(A, shape)``: ``A``'s elements seen as ``shape`` (a view; see the module docstring)."""
-    return make_view(buf, shape, None, "T.reshape")
+    return make_view(buf, shape, None, "T.reshape", same_size=True)
 
 
 def view(buf: Any, shape: Any = None, dtype: Any = None) -> Buffer:
     """``T.view(A, shape)``: as :func:`reshape` (the same dtype; other dtypes: ``T.reinterpret``)."""
     base = buf.buffer if isinstance(buf, BufferData) else buf
-    return make_view(buf, shape if shape is not None else getattr(base, "shape", ()), dtype, "T.view")
+    return make_view(buf, shape if shape is not None else getattr(base, "shape", ()), dtype, "T.view",
+                     same_size=True)
 
 
 # -- rewriting views away --------------------------------------------------------------------------
@@ -214,6 +222,43 @@ def resolve_views(body: Stmt, views: dict) -> Stmt:
     chk.span = None
     chk.visit(out)
     return out
+
+
+# -- T.transpose, T.let ------------------------------------------------------------------------------
+
+def transpose(src: Any, dst: Any, annotations: Optional[dict] = None) -> None:
+    """``T.transpose(src, dst)``: ``dst[..., j, i] = src[..., i, j]`` (see the module docstring).
+    Raises ShapeError when the shapes are not each other's transpose."""
+    b = current("T.transpose")
+    b.require_kernel("T.transpose")
+    s = semantic.to_region(src, "T.transpose")
+    d = semantic.to_region(dst, "T.transpose")
+    se, de = [e for _, e in s.ranges], [e for _, e in d.ranges]
+    if len(se) < 2 or len(se) != len(de) or not all(isinstance(x, int) for x in se + de) \
+            or se[:-2] + [se[-1], se[-2]] != de:
+        raise ShapeError(f"T.transpose: a tile of shape {tuple(se)} transposes to {tuple(se[:-2] + se[-1:] + se[-2:-1])}, "
+                         f"not {tuple(de)}")
+    vs = [Var(f"t{k}") for k in range(len(se))]
+    si = [E.as_expr(st) + v for (st, _), v in zip(s.ranges, vs)]
+    dv = vs[:-2] + [vs[-1], vs[-2]]
+    di = [E.as_expr(st) + v for (st, _), v in zip(d.ranges, dv)]
+    value: Expr = BufferLoad(s.buffer, tuple(si))
+    if value.dtype != d.buffer.dtype:
+        value = E.cast(d.buffer.dtype, value)
+    body: Stmt = BufferStore(d.buffer, tuple(di), value)
+    for v, ext in reversed(list(zip(vs, se))):
+        body = For(v, E.const(0), ext, body, "parallel")
+    b.emit(body)
+
+
+def let(v: Any, value: Any, body: Any = None) -> Expr:
+    """``T.let(v, value, body)``: ``body`` with the variable ``v`` replaced by ``value``."""
+    if not isinstance(v, Var):
+        raise KernelTypeError(f"T.let: the first argument must be a variable, got {semantic.describe(v)}")
+    if body is None:
+        raise UnsupportedError("T.let without a body is not supported",
+                               hint="write `x = value` in the kernel (a let), or T.let(v, value, body)")
+    return substitute(E.as_expr(body), {v: E.as_expr(value)})
 
 
 # -- T.im2col ---------------------------------------------------------------------------------------

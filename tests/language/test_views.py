@@ -125,3 +125,61 @@ def test_a_view_larger_than_its_buffer_is_an_error():
         def bad(A: T.Tensor((64,), "float32")):
             with T.Kernel(1, threads=64) as bx:
                 v = T.Tensor((9, 8), "float32", A.data)  # noqa: F841
+
+
+@T.prim_func
+def transposed(A: T.Tensor((2, 32, 48), "float16"), B: T.Tensor((2, 48, 32), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        a_s = T.alloc_shared((2, 32, 48), "float16")
+        b_s = T.alloc_shared((2, 48, 32), "float32")
+        T.copy(A, a_s)
+        T.transpose(a_s, b_s)
+        T.copy(b_s, B)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_transpose_swaps_the_last_two_dimensions(rng, target):
+    a = rng.standard_normal((2, 32, 48)).astype(np.float16)
+    b = tegula.compile(transposed, out_idx=[-1], target=target)(a)
+    np.testing.assert_array_equal(b, a.astype(np.float64).transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_transpose_compiles(arch):
+    assert "__global__" in tegula.compile(transposed, out_idx=[-1], target=f"cuda:{arch}").get_kernel_source()
+
+
+def test_transpose_of_mismatched_tiles_is_an_error_at_its_line():
+    with pytest.raises(TegulaError) as e:
+        @T.prim_func
+        def bad(A: T.Tensor((16, 8), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                a = T.alloc_shared((16, 8), "float32")
+                b = T.alloc_shared((16, 8), "float32")
+                T.transpose(a, b)
+    assert "transposes to (8, 16)" in str(e.value) and "T.transpose(a, b)" in str(e.value)
+
+
+def test_reshape_keeps_every_element():
+    with pytest.raises(TegulaError, match="has 48 elements"):
+        @T.prim_func
+        def bad(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                v = T.reshape(A, (6, 8))  # noqa: F841
+
+
+V = tegula.ir.expr.Var("v")
+
+
+@T.prim_func
+def with_let(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        for i in T.Parallel(128):
+            B[i] = A[T.let(V, 127 - i, V)] * T.let(V, i, V + 1)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_let_binds_a_variable_in_an_expression(rng, target):
+    a = rng.standard_normal(128).astype(np.float32)
+    b = tegula.compile(with_let, out_idx=[-1], target=target)(a)
+    np.testing.assert_allclose(b, a.astype(np.float64)[::-1] * (np.arange(128) + 1), rtol=1e-6)
