@@ -2,8 +2,8 @@
 
 A target string is ``"cpu"`` (the interpreter), ``"cuda"`` / ``"cuda:sm_80"`` / ``"cuda:sm_90a"``
 (the CUDA backend), ``"cuda-emu"`` (the thread-level emulator), ``"ascend-emu:a2a3"`` /
-``"ascend-emu:a5"`` (the NPU emulator), ``"ascend-pto:a2a3"`` / ``"ascend-pto:a5"`` (PTO source)
-or ``"auto"`` (``TEGULA_TARGET`` when set, else CUDA when a GPU and the CUDA backend are present,
+``"ascend-emu:a5"`` (the NPU emulator), ``"ascend-pto:a2a3"`` / ``"ascend-pto:a5"`` (PTO source),
+``"ascendc:a2a3"`` (Ascend C source) or ``"auto"`` (``TEGULA_TARGET`` when set, else CUDA when a GPU and the CUDA backend are present,
 else CPU).
 
 Each kind is a :class:`TargetKind` row of :data:`KINDS`: what builds it, whether its kernels run
@@ -113,6 +113,9 @@ KINDS: dict[str, TargetKind] = {k.name: k for k in (
     TargetKind("ascend-pto", "tegula.backends.npu.jit:build_pto", runs_on_host=True,
                pipeline=_NPU_PIPELINE, archs=("a2a3", "a5"),
                summary="PTO C++ source of the NPU pipeline's output (get_kernel_source())"),
+    TargetKind("ascendc", "tegula.backends.npu.jit:build_ascendc", runs_on_host=True,
+               pipeline=_NPU_PIPELINE, archs=("a2a3",),
+               summary="Ascend C source of the NPU pipeline's output (get_kernel_source())"),
 )}
 
 

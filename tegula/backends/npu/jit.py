@@ -1,5 +1,5 @@
-"""The NPU targets: ``ascend-emu:a2a3|a5`` (run on the emulator) and ``ascend-pto:a2a3|a5``
-(PTO C++ source only, ``get_kernel_source()``). The arch names the machine model (a2a3 when
+"""The NPU targets: ``ascend-emu:a2a3|a5`` (run on the emulator), ``ascend-pto:a2a3|a5``
+(PTO C++ source only, ``get_kernel_source()``) and ``ascendc:a2a3`` (Ascend C source only). The arch names the machine model (a2a3 when
 left out)."""
 from __future__ import annotations
 
@@ -58,5 +58,14 @@ def build_pto(func: PrimFunc, target: Target, pass_configs: dict,
     """The ``ascend-pto`` target's builder: ``pipeline`` (default: the NPU pipeline of the
     target's machine), then the PTO C++ emitter."""
     from tegula.backends.npu.pto import emit
+
+    return NpuSourceArtifact(emit(check_pipeline(pipeline, target, pass_configs).run(func), target), target)
+
+
+def build_ascendc(func: PrimFunc, target: Target, pass_configs: dict,
+                  pipeline: Optional[Pipeline] = None) -> NpuSourceArtifact:
+    """The ``ascendc`` target's builder: ``pipeline`` (default: the NPU pipeline of the target's
+    machine), then the Ascend C emitter."""
+    from tegula.backends.npu.ascendc import emit
 
     return NpuSourceArtifact(emit(check_pipeline(pipeline, target, pass_configs).run(func), target), target)

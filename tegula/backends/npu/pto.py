@@ -20,6 +20,7 @@ ISA documentation.
 from __future__ import annotations
 
 import linecache
+import math
 from typing import Any
 
 from tegula.errors import UnsupportedError
@@ -27,8 +28,9 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.npu import (BarrierAll, CoreScope, Mma, NpuKernel, PipeBarrier, SetCrossFlag,
                            SetFlag, VecOp, WaitCrossFlag, WaitFlag)
-from tegula.ir.stmt import (Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce, SeqStmt,
-                            Stmt)
+from tegula.ir.expr import BufferLoad
+from tegula.ir.stmt import (BufferStore, Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce,
+                            SeqStmt, Stmt)
 from tegula.ir.visitor import post_order_visit
 from tegula.backends.npu.layout import ND
 from tegula.backends.npu.machine import machine
@@ -51,7 +53,10 @@ def c_expr(e: Any) -> str:
     if isinstance(e, int):
         return str(e)
     if isinstance(e, E.Const):
-        return str(int(e.value)) if e.dtype.is_int else repr(float(e.value))
+        if e.dtype.is_int:
+            return str(int(e.value))
+        v = float(e.value)
+        return ("INFINITY" if v > 0 else "-INFINITY") if math.isinf(v) else "NAN" if v != v else repr(v)
     if isinstance(e, E.Var):
         return e.name
     if isinstance(e, E.BinOp) and e.op in ("min", "max"):
@@ -66,7 +71,72 @@ def c_expr(e: Any) -> str:
                            getattr(e, "span", None))
 
 
+_CALLS = {"exp": "exp", "log": "ln", "abs": "abs", "sqrt": "sqrt", "rsqrt": "rsqrt"}
+_COMMUTES = ("add", "mul", "max", "min")
+
+
+def parallel_as_vec(s: For) -> Any:
+    """The one vector instruction a ``T.Parallel`` nest is (``c[i, j] = max(a[i, j], 0)`` ->
+    ``VecOp("max", c, (a, 0))``), or None: the body must store one expression into a whole UB
+    tile, an elementwise operation of loads of whole UB tiles at the loop indices (or of a
+    one-value-per-row tile at the row index) and values that do not depend on them."""
+    loops = []
+    body: Any = s
+    while isinstance(body, For) and body.kind == "parallel":
+        loops.append(body)
+        body = body.body
+        while isinstance(body, SeqStmt) and len(body.stmts) == 1:
+            body = body.stmts[0]
+    if not isinstance(body, BufferStore) or body.buffer.scope != "ub":
+        return None
+    ivars = [lp.var for lp in loops]
+    b = body.buffer
+    if list(body.indices) != ivars or [int(lp.extent) if isinstance(lp.extent, int) else lp.extent
+                                       for lp in loops] != list(b.shape):
+        return None
+
+    def tile(x: Any) -> Any:
+        if not (isinstance(x, BufferLoad) and x.buffer.scope == "ub"):
+            return None
+        if list(x.indices) == ivars and tuple(x.buffer.shape) == tuple(b.shape):
+            return x.buffer.region()
+        if len(ivars) == 2 and list(x.indices) == ivars[:1] and tuple(x.buffer.shape) == tuple(b.shape[:1]):
+            return x.buffer.region()  # one value per row
+        return None
+
+    def free(x: Any) -> bool:
+        used: list = []
+        post_order_visit(x, lambda n: used.append(n) if (isinstance(n, E.Var) and n in ivars)
+                         or isinstance(n, BufferLoad) else None)
+        return not used
+
+    v = body.value
+    dst = b.region()
+    if tile(v) is not None:
+        return VecOp("copy", dst, (tile(v),), span=s.span)
+    if isinstance(v, E.Cast) and tile(v.value) is not None:
+        return VecOp("cast", dst, (tile(v.value),), span=s.span)
+    if isinstance(v, E.Call) and v.name in _CALLS and len(v.args) == 1 and tile(v.args[0]) is not None:
+        return VecOp(_CALLS[v.name], dst, (tile(v.args[0]),), span=s.span)
+    if isinstance(v, E.BinOp) and v.op in _VEC_TT:
+        x, y = v.a, v.b
+        if tile(x) is None and v.op in _COMMUTES:
+            x, y = y, x
+        if tile(x) is None:
+            return None
+        if tile(y) is not None:
+            return VecOp(v.op, dst, (tile(x), tile(y)), span=s.span)
+        if free(y):
+            return VecOp(v.op, dst, (tile(x), y), span=s.span)
+    return None
+
+
 class _Emitter:
+    """Walks one core kind's code of an NpuKernel: structure (loops, ifs, lets, core scopes) and
+    the ``// file.py:LINE`` comments here; ``declare``, ``tile`` and ``leaf`` are the language's."""
+
+    LANG = "PTO"
+
     def __init__(self, k: NpuKernel, m: Any, kind: str):
         self.k, self.m, self.kind = k, m, kind
         self.layouts = k.annotations.get("layouts", {})
@@ -149,8 +219,13 @@ class _Emitter:
         elif isinstance(s, LetStmt):
             self.out(f"int32_t {s.var.name} = {c_expr(s.value)};")
         elif isinstance(s, For) and s.kind == "parallel":
-            raise UnsupportedError("the PTO emitter does not print T.Parallel loops yet", s.span,
-                                   hint="use T.tile.* vector operations, or target='ascend-emu'")
+            op = parallel_as_vec(s)
+            if op is None:
+                raise UnsupportedError(f"the {self.LANG} emitter prints a T.Parallel loop only when its "
+                                       "body is one elementwise operation on whole UB tiles", s.span,
+                                       hint="use T.tile.* vector operations, or target='ascend-emu'")
+            self.comment(s)
+            self.vec(op)
         elif isinstance(s, For):
             v, start = s.var.name, c_expr(s.start)
             stop = c_expr(s.extent) if start == "0" and s.step == 1 else \
@@ -206,13 +281,26 @@ class _Emitter:
         elif isinstance(s, VecOp):
             self.vec(s)
         elif isinstance(s, Reduce):
-            src, dst = self.tile(s.src), self.tile(s.dst)
-            self.out(f"TROW{s.kind.upper()}({dst}, {src}, {src});")
+            self.reduce(s)
         elif isinstance(s, Fill):
             self.out(f"TEXPANDS({self.tile(s.dst)}, {c_expr(s.value)});")
         else:
-            raise UnsupportedError(f"the PTO emitter cannot print {type(s).__name__} yet", s.span,
+            raise UnsupportedError(f"the {self.LANG} emitter cannot print {type(s).__name__} yet", s.span,
                                    hint="run it on target='ascend-emu' instead")
+
+    def reduce(self, s: Reduce) -> None:
+        """TROWMAX / TROWSUM with the scratch tile PlanNpuMemory placed after the UB buffers as
+        their work space (the source stays intact)."""
+        shape = s.src.tile_shape()
+        if len(shape) != 2 or s.dim not in (1, -1) or not s.clear or s.kind not in ("max", "sum"):
+            raise UnsupportedError("the PTO emitter prints T.reduce_max / reduce_sum over rows "
+                                   "(dim=-1, into a cleared destination) only", s.span)
+        src, dst = self.tile(s.src), self.tile(s.dst)
+        R, C = (int(x) for x in shape)
+        t = C_TYPES.get(s.src.dtype.name, s.src.dtype.name)
+        at = self.k.annotations["scratch"][0]
+        self.out(f"{{ Tile<TileType::Vec, {t}, {R}, {C}, BLayout::RowMajor, {R}, {C}> tmp; "
+                 f"TASSIGN(tmp, 0x{at:x}); TROW{s.kind.upper()}({dst}, {src}, tmp); }}")
 
     def copy(self, s: Copy) -> None:
         src, dst = s.src.buffer.scope, s.dst.buffer.scope

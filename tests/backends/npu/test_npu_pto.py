@@ -75,3 +75,24 @@ def test_pto_target_builds_source_only():
     k = tegula.compile(vec_kernel, target="ascend-pto", pass_configs=AUTO)
     with pytest.raises(UnsupportedError, match="source only"):
         k(*[__import__("numpy").zeros((16, 32), "float16")] * 2)
+
+
+def test_parallel_prints_as_one_vector_instruction(ascend_example):
+    f = ascend_example("gemm_relu_950").gemm_relu(128, 128, 128)
+    src = tegula.compile(f, target="ascend-pto:a5", pass_configs=AUTO).get_kernel_source()
+    assert "// gemm_relu_950.py:" in src and "T.Parallel(h, block_N)" in src
+    assert "TMAXS(c_ub, c_ub, 0.0);" in src
+
+
+def test_row_reductions_use_scratch_not_the_source(ascend_example):
+    f = ascend_example("softmax").softmax(64, 128)
+    k = tegula.compile(f, target="ascend-pto:a2a3", pass_configs=AUTO)
+    src = k.get_kernel_source()
+    import re
+    m = re.search(r"\{ Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, 8, 128> tmp; "
+                  r"TASSIGN\(tmp, 0x([0-9a-f]+)\); TROWMAX\(m, x, tmp\); \}", src)
+    assert m, src
+    at = int(m.group(1), 16)
+    offs = [int(x, 16) for x in re.findall(r"TASSIGN\(\w+, 0x([0-9a-f]+)\);", src)]
+    assert at == max(offs) and "TROWSUM(s, x, tmp)" in src
+    assert "TROWMAX(m, x, x)" not in src

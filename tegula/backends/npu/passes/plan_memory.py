@@ -2,7 +2,9 @@
 and the capacity check: a kernel whose buffers do not fit is a ResourceError naming every buffer
 of the memory and its bytes. Buffers are placed one after another in allocation order (a buffer
 with ``versions`` takes that many padded copies). The result is the kernel annotation
-``offsets`` (buffer -> byte offset).
+``offsets`` (buffer -> byte offset). A kernel with row reductions on UB also gets a scratch area
+after its UB buffers, as large as the largest reduced tile (``scratch``: (offset, bytes)); the
+emitted row-reduction instructions use it as their work space, never the source tile.
 
 Before::
 
@@ -21,8 +23,8 @@ from typing import Any
 
 from tegula.errors import ResourceError
 from tegula.ir.npu import NpuKernel
-from tegula.ir.stmt import PrimFunc, Stmt
-from tegula.ir.visitor import Mutator
+from tegula.ir.stmt import PrimFunc, Reduce, Stmt
+from tegula.ir.visitor import Mutator, post_order_visit
 from tegula.backends.npu.layout import ND
 
 
@@ -42,16 +44,28 @@ def plan_kernel(k: NpuKernel, m: Any) -> NpuKernel:
         at = -(-used.get(b.scope, 0) // kind.align) * kind.align
         offsets[b] = at
         used[b.scope] = at + buffer_bytes(b, layouts)
+    ann: dict = {}
+    red: list = []
+    post_order_visit(k.body, lambda n: red.append(buffer_bytes(n.src.buffer, layouts) //
+                                                  max(1, int(n.src.buffer.shape[0]) if len(n.src.buffer.shape) > 2 else 1))
+                     if isinstance(n, Reduce) and n.src.buffer.scope == "ub" else None)
+    if red:
+        ub = m.buffer("ub")
+        at = -(-used.get("ub", 0) // ub.align) * ub.align
+        ann["scratch"] = (at, max(red))
+        used["ub"] = at + max(red)
     for scope, n in used.items():
         kind = m.buffer(scope)
         if n > kind.capacity:
             parts = [f"{b.name} {buffer_bytes(b, layouts)} bytes at +{offsets[b]}"
                      for b in k.allocs if b.scope == scope]
+            if scope == "ub" and "scratch" in ann:
+                parts.append(f"row-reduction scratch {ann['scratch'][1]} bytes at +{ann['scratch'][0]}")
             raise ResourceError(f"{kind.name} overflows on {m.name}: the kernel's {kind.name} buffers "
                                 f"need {n} bytes > {kind.capacity} ({', '.join(parts)})", k.span,
                                 hint="use smaller tiles or fewer pipeline stages")
     return dataclasses.replace(k, annotations={**k.annotations, "offsets": offsets,
-                                               "machine": m.name})
+                                               "machine": m.name, **ann})
 
 
 def plan_npu_memory(func: PrimFunc, m: Any) -> PrimFunc:
