@@ -236,3 +236,77 @@ def test_deleting_a_cross_core_flag_of_flash_attention_is_caught(ascend_example)
     for victim in cross:
         with pytest.raises((RaceError, SyncError)):
             _run(low.with_body(_Drop(victim).visit(low.body)), _fa_args(rng, 64, 32))
+
+
+@T.prim_func
+def halves(A: T.Tensor((32, 32), "float32"), B: T.Tensor((32, 32), "float32")):
+    with T.Kernel(1, is_npu=True) as (cid, vid):
+        x = T.alloc_ub((16, 32), "float32")
+        with T.Scope("V"):
+            T.copy(A[vid * 16, 0], x[0:8, :])
+            T.tile.exp(x[0:8, :], x[0:8, :])
+            T.copy(A[vid * 16 + 8, 0], x[8:16, :])     # the other half: no V -> MTE2 flag
+            T.tile.exp(x[8:16, :], x[8:16, :])
+            T.copy(x, B[vid * 16, 0])
+
+
+def test_disjoint_regions_of_one_buffer_need_no_flag():
+    rng = np.random.default_rng()
+    low = lower(halves, Target("ascend-emu", "a2a3"), AUTO)
+    events = [(n.src, n.dst) for n in _sync_nodes(low, auto_only=True) if isinstance(n, SetFlag)]
+    assert ("V", "MTE2") not in events          # the exp of the top half and the load of the bottom
+    assert events.count(("MTE2", "V")) == 2 and ("V", "MTE3") in events
+    for seed in range(4):
+        a = rng.standard_normal((32, 32)).astype(np.float32)
+        b = np.full((32, 32), np.nan, np.float32)
+        _run(low, [a, b], seed=seed)
+        np.testing.assert_allclose(b, np.exp(a.astype(np.float64)), rtol=1e-5)
+    for victim in _sync_nodes(low, auto_only=True):   # and each flag left is needed
+        with pytest.raises((RaceError, SyncError)):
+            _run(low.with_body(_Drop(victim).visit(low.body)),
+                 [rng.standard_normal((32, 32)).astype(np.float32), np.zeros((32, 32), np.float32)])
+
+
+def test_overlapping_regions_still_get_their_flag():
+    @T.prim_func
+    def k(A: T.Tensor((16, 32), "float32"), B: T.Tensor((16, 32), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            x = T.alloc_ub((16, 32), "float32")
+            with T.Scope("V"):
+                T.copy(A[0, 0], x[0:12, :])
+                T.tile.exp(x[0:8, :], x[0:8, :])
+                T.copy(A[4, 0], x[4:16, :])              # overlaps rows 4-7 the exp used
+                T.copy(x, B[0, 0])
+    low = lower(k, Target("ascend-emu", "a2a3"), AUTO)
+    events = [(n.src, n.dst) for n in _sync_nodes(low, auto_only=True) if isinstance(n, SetFlag)]
+    assert ("V", "MTE2") in events
+
+
+def test_flags_inside_a_double_buffered_loop_are_rings_too(ascend_example):
+    """Iteration k+1 may load (MTE2) while MTE1 still works on k: the MTE2 -> MTE1 flags set in
+    the body get one id per version, so a set never lands on a flag whose wait is pending."""
+    f = ascend_example("gemm").gemm(64, 64, 128, num_stages=2)
+    low = lower(f, Target("ascend-emu", "a2a3"), AUTO)
+    nodes = _sync_nodes(low, auto_only=True)
+    inner = [n for n in nodes if isinstance(n, SetFlag) and (n.src, n.dst) == ("MTE2", "MTE1")]
+    assert inner and all("k % 2" in str(n.id) for n in inner)
+    ids = {str(n.id) for n in inner}
+    assert len(ids) == len(inner)                       # each load its own ring
+    # and no flag from MTE1 back to MTE2 per iteration, which would undo the double buffering
+    assert not [n for n in nodes if isinstance(n, WaitFlag) and (n.src, n.dst) == ("MTE1", "MTE2")
+                and hasattr(n.id, "value") and "k" not in str(n.id) and n in _loop_nodes(low)]
+
+
+def _loop_nodes(low):
+    from tegula.ir.stmt import For
+
+    out = []
+    post_order_visit(low.body, lambda n: out.extend(_sync_nodes_in(n.body)) if isinstance(n, For)
+                     and n.kind == "pipelined" else None)
+    return out
+
+
+def _sync_nodes_in(s):
+    found = []
+    post_order_visit(s, lambda n: found.append(n) if isinstance(n, SYNC_NODES) else None)
+    return found

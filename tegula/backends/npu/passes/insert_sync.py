@@ -1,18 +1,25 @@
 """InsertSync: the flags and barriers that order the pipes of each core
 (``pass_configs={"tl.ascend_auto_sync": True}``).
 
-Every tile operation runs on one pipe (``pipe_of``). Two operations of one core that touch the
-same buffer, one of them writing, need the earlier to finish before the later starts:
+Every tile operation runs on one pipe (``pipe_of``). Two operations of one core that touch
+overlapping regions of one buffer, one of them writing, need the earlier to finish before the
+later starts (regions whose affine starts differ by at least the extent in some dimension are
+disjoint and need nothing):
 
 - on different pipes: ``set_flag(src, dst, id)`` right after the statement holding the earlier
   one and ``wait_flag(src, dst, id)`` right before the statement holding the later one, both in
   the innermost statement list holding the two (so a set outside a loop never meets a wait
-  inside it); ids 0-7 per HardEvent, reused once a wait has consumed them, never those the kernel
-  uses by hand; when all 8 are live, the set moves down to its wait;
+  inside it); ids 0-7 per HardEvent, never those the kernel uses by hand, reused only once the
+  earlier wait is known to be done before the new set (some later operation of the waiting pipe
+  is ordered before the setting pipe), else a second set could fire first; when no id qualifies,
+  the set moves down to its wait (and, as a last resort, a barrier_all drains the pipes);
 - on one pipe: nothing for S, V and M (in order); ``pipe_barrier`` for MTE1/2/3 and FIX;
 - across iterations of a loop (the write of iteration k+1 after the read of iteration k): the set
   goes after the earlier statement and the wait before the later one inside the body, pre-armed
-  by a set before the loop and drained by a wait after it.
+  by a set before the loop and drained by a wait after it. A flag set and waited inside the body
+  sets again in the next iteration, so it needs such a flag back from its waiting pipe too; when
+  that one is a ring over the versions of multi-buffered tiles, the inner flag becomes a ring
+  (``id + k % versions``) instead, keeping the iterations overlapped.
 
 Orderings the kernel already has (hand-written flags, barriers, ``barrier_all``, flags inserted
 earlier, chains through a third pipe) are not duplicated. Cross-core order is the kernel's
@@ -44,7 +51,7 @@ from typing import Any, Optional
 
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Const, Expr
-from tegula.ir.npu import (BARRIER_PIPES, FLAG_IDS, BarrierAll, CoreScope, Mma, NpuKernel,
+from tegula.ir.npu import (BARRIER_PIPES, FLAG_IDS, HARD_EVENTS, BarrierAll, CoreScope, Mma, NpuKernel,
                            PipeBarrier, SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
 from tegula.ir.expr import const
 from tegula.ir.stmt import (BufferStore, Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce, SeqStmt, Stmt, TileOp,
@@ -97,15 +104,15 @@ def _raw_accesses(s: Stmt) -> list:
     return []
 
 
-def disjoint_across_iterations(a: Any, b: Any, var: Any, step: int, lets: dict) -> bool:
-    """True when region ``a`` of one iteration of the loop over ``var`` and region ``b`` of the
-    next never overlap: some dimension's start moves by at least the extent (affine starts;
-    ``lets`` gives the values of let-bound variables)."""
+def _offsets(a: Any, b: Any, lets: dict, shift: Optional[dict] = None) -> list:
+    """Per dimension of regions ``a`` and ``b`` of one buffer: (start of b - start of a as an int
+    or None when not constant, extent of a, extent of b); ``shift`` substitutes into b's starts
+    (the next iteration). Empty when the regions cannot be compared."""
     from tegula.arith.simplify import simplify
     from tegula.ir.visitor import substitute
 
     if a is None or b is None or len(a.ranges) != len(b.ranges):
-        return False
+        return []
 
     def inline(e: Any) -> Any:
         for _ in range(8):
@@ -114,13 +121,34 @@ def disjoint_across_iterations(a: Any, b: Any, var: Any, step: int, lets: dict) 
                 break
             e = e2
         return e
+    out = []
     for (sa, ea), (sb, eb) in zip(a.ranges, b.ranges):
         if not (isinstance(ea, int) and isinstance(eb, int)):
+            out.append((None, ea, eb))
             continue
-        d = simplify(substitute(inline(sb), {var: var + step}) - inline(sa))
-        if isinstance(d, Const) and (d.value >= ea or -d.value >= eb):
-            return True
-    return False
+        sb = inline(sb)
+        d = simplify((substitute(sb, shift) if shift else sb) - inline(sa))
+        out.append((int(d.value) if isinstance(d, Const) else None, ea, eb))
+    return out
+
+
+def disjoint_regions(a: Any, b: Any, lets: dict, shift: Optional[dict] = None) -> bool:
+    """True when regions ``a`` and ``b`` (``b`` shifted by ``shift``) never overlap: in some
+    dimension one starts at least the other's extent after the other (affine starts; ``lets``
+    gives the values of let-bound variables)."""
+    return any(d is not None and (d >= ea or -d >= eb) for d, ea, eb in _offsets(a, b, lets, shift))
+
+
+def covers(w: Any, a: Any, lets: dict) -> bool:
+    """True when region ``w`` contains region ``a`` (both of one buffer)."""
+    offs = _offsets(w, a, lets)
+    return bool(offs) and all(d is not None and 0 <= d and d + ea2 <= ew for d, ew, ea2 in offs)
+
+
+def disjoint_across_iterations(a: Any, b: Any, var: Any, step: int, lets: dict) -> bool:
+    """True when region ``a`` of one iteration of the loop over ``var`` and region ``b`` of the
+    next never overlap: some dimension's start moves by at least the extent."""
+    return disjoint_regions(a, b, lets, {var: var + step})
 
 
 @dataclass
@@ -148,6 +176,8 @@ class CoreState:
     acc: dict = field(default_factory=dict)      # buffer -> [Access]
     order: dict = field(default_factory=dict)    # (p, q) -> last seq on p ordered before q
     all_before: int = -1                         # barrier_all: everything up to here is ordered
+    barriers: list = field(default_factory=list)  # seq of every barrier_all (and fence)
+    log: dict = field(default_factory=dict)       # (p, q) -> [(seq when added, upto)]
     last_set: dict = field(default_factory=dict)  # hand-written sets: (p, q) -> seq
 
 
@@ -176,19 +206,35 @@ class _Sync:
             return True
         return a.seq <= st.order.get((a.pipe, q), -1)
 
-    def add_order(self, st: CoreState, p: str, q: str, upto: int) -> None:
+    def add_order(self, st: CoreState, p: str, q: str, upto: float) -> None:
         st.order[(p, q)] = max(st.order.get((p, q), -1), upto)
+        st.log.setdefault((p, q), []).append((self.seq, upto))
         for (r, p2), v in list(st.order.items()):  # r -> p -> q: r is ordered before q too
             if p2 == p and r != p:
                 st.order[(r, q)] = max(st.order.get((r, q), -1), min(v, upto))
+                st.log.setdefault((r, q), []).append((self.seq, min(v, upto)))
+
+    def freed(self, st: CoreState, ev: tuple, h: float, lo: float) -> bool:
+        """True when the wait of event ``ev`` = (p, q) placed at ``h`` is done before a set on p
+        placed after the operation ``lo``: some later operation of q is ordered before p by
+        sync placed before ``lo`` (or a barrier_all lies between)."""
+        p, q = ev
+        return any(at < lo and upto > h for at, upto in st.log.get((q, p), ())) or \
+            any(h < b < lo for b in st.barriers)
 
     # -- ids -----------------------------------------------------------------------------------
-    def take_id(self, ev: tuple, lo: float, hi: float) -> Optional[int]:
+    def take_id(self, ev: tuple, lo: float, hi: float, kind: Optional[str] = None) -> Optional[int]:
+        """A free id of event ``ev`` for a set after ``lo`` and its wait at ``hi``: none of its
+        earlier uses overlaps, and each earlier wait is ordered before this set (else a second
+        set could fire before that wait: flag misuse)."""
+        kind = self.kind if kind is None else kind
+        st = self.states.setdefault(kind, CoreState())
         live = self.live.setdefault(ev, [])
         for i in range(FLAG_IDS):
             if i in self.reserved.get(ev, ()):
                 continue
-            if all(not (lo < h and l < hi) for j, l, h in live if j == i):
+            if all(not (lo < h and l < hi) and (h > lo or self.freed(st, ev, h, lo))
+                   for j, l, h in live if j == i):
                 live.append((i, lo, hi))
                 return i
         return None
@@ -198,18 +244,20 @@ class _Sync:
         st = self.states.setdefault(self.kind, CoreState())
         q = pipe_of(s, self.m)
         here = tuple((f.id, i) for f, i in self.path)
-        for buf, write in accesses(s):
+        for r, write in region_accesses(s):
             # other pipes first: their flags may order the same-pipe accesses too
-            for a in sorted(st.acc.get(buf, ()), key=lambda a: a.pipe == q):
-                if (a.write or write) and not self.ordered(st, a, q):
-                    self.sync(st, a, q, here, buf)
+            for a in sorted(st.acc.get(r.buffer, ()), key=lambda a: a.pipe == q):
+                if (a.write or write) and not self.ordered(st, a, q) \
+                        and not disjoint_regions(a.region, r, self.lets):
+                    self.sync(st, a, q, here, r.buffer)
         self.seq += 1
         for r, write in region_accesses(s):
             buf = r.buffer
             st.acc.setdefault(buf, []).append(Access(q, write, self.seq, here, r))
-            if write:  # later accesses conflict with this write first; older ones are covered
+            if write:  # later accesses conflict with this write first; older ones it covers go
                 st.acc[buf] = [a for a in st.acc[buf] if not (a.seq < self.seq and
-                                                             self.ordered(st, a, q))]
+                                                             self.ordered(st, a, q) and
+                                                             covers(r, a.region, self.lets))]
 
     def ring_of(self, buf: Any) -> tuple:
         """(loop, versions) of the innermost loop that multi-buffers ``buf`` (versions 1: none)."""
@@ -241,6 +289,7 @@ class _Sync:
         ev = (a.pipe, q)
         loop, ring, start = self.ring_of(buf)
         fexpr: Any = None
+        drain = None
         if ring > 1:
             if (id(loop), ev) in self.tight:
                 # the set right before the wait: it fires once all the earlier work of its pipe
@@ -261,12 +310,20 @@ class _Sync:
             if fid is None:  # every id is live: set right before the wait instead
                 pi, lo = None, self.seq
                 fid = self.take_id(ev, lo, self.seq + 0.5)
-                assert fid is not None
+                if fid is None:  # no earlier wait is known to be done: drain the pipes first
+                    drain = BarrierAll(auto=True)
+                    st.all_before = self.seq
+                    st.barriers.append(self.seq)
+                    fid = self.take_id(ev, lo, self.seq + 0.5)
+                    assert fid is not None
             fexpr = const(fid)
         setf: Stmt = SetFlag(a.pipe, q, fexpr, auto=True)
         waitf: Stmt = WaitFlag(a.pipe, q, fexpr, auto=True)
         if d < self.scope_depth:  # placed outside the operations' T.Scope: give it one
             setf, waitf = CoreScope(self.kind, setf), CoreScope(self.kind, waitf)
+        if drain is not None:
+            frame.before.setdefault(qi, []).append(CoreScope(self.kind, drain) if d < self.scope_depth
+                                                   else drain)
         if pi is not None:
             frame.after.setdefault(pi, []).append(setf)
         else:
@@ -285,6 +342,7 @@ class _Sync:
             self.add_order(st, s.pipe, s.pipe, self.seq)
         elif isinstance(s, BarrierAll):
             st.all_before = self.seq
+            st.barriers.append(self.seq)
 
     def stmt(self, s: Stmt) -> Stmt:
         if isinstance(s, SeqStmt):
@@ -346,6 +404,7 @@ class _Sync:
     def fence(self) -> None:
         for st in self.states.values():
             st.all_before = self.seq
+            st.barriers.append(self.seq)
 
     def loop(self, s: For) -> Stmt:
         if not _has_ops(s):
@@ -357,7 +416,8 @@ class _Sync:
         self.loops.pop()
         # the second iteration: accesses of this one against those of the previous one
         carried: list = []
-        saved = {k: (dict(st.order), st.all_before) for k, st in self.states.items()}
+        saved = {k: (dict(st.order), st.all_before, list(st.barriers),
+                     {e: list(v) for e, v in st.log.items()}) for k, st in self.states.items()}
 
         def visit(n: Any) -> None:
             if isinstance(n, CoreScope):
@@ -379,8 +439,10 @@ class _Sync:
         outer_kind = self.kind
         _walk_ops(body, visit)
         self.kind = outer_kind
-        for k, (order, allb) in saved.items():
-            self.states[k].order, self.states[k].all_before = order, allb
+        for k, (order, allb, bars, log) in saved.items():
+            st = self.states[k]
+            st.order, st.all_before, st.barriers, st.log = order, allb, bars, log
+        body = self.inner_flags(s, body, carried, outer_kind, start)
         if not carried:
             return dataclasses.replace(s, body=body)
         pre: list = []
@@ -393,7 +455,8 @@ class _Sync:
             flags = []   # (p, q, id expression in the loop, ids to pre-arm and drain)
             spilled = False
             for p, q, ring in events:
-                ids = [self.take_id((p, q), start - 0.5, INF) for _ in range(ring)]
+                ids = [self.take_id((p, q), start - 0.5, INF, kind) if (p, q) in HARD_EVENTS else None
+                       for _ in range(ring)]
                 if None in ids or ids != list(range(ids[0], ids[0] + ring)):
                     spilled = True  # no ids left for a ring: drain every pipe each iteration
                     continue
@@ -412,6 +475,63 @@ class _Sync:
             for p, q, _, _ in flags:
                 self.add_order(st, p, q, self.seq)
         return seq(pre, dataclasses.replace(s, body=new_body), post)
+
+
+    def inner_flags(self, s: For, body: Stmt, carried: list, outer_kind: Optional[str],
+                    start: int) -> Stmt:
+        """A flag set and waited inside the body is set again in the next iteration, which must
+        not fire before this iteration's wait (a second set: flag misuse). A loop-carried flag
+        back from the waiting pipe to the setting one orders them; when that flag is a ring of
+        r versions (multi-buffered tiles), the inner flag becomes a ring of r ids too
+        (``id + k % r``), else a loop-carried flag of its own is added."""
+        inner: list = []
+
+        def flags_in(n: Any) -> None:
+            if isinstance(n, CoreScope):
+                self.kind = n.kind
+            elif isinstance(n, SetFlag) and n.auto and self.kind is not None and isinstance(n.id, Const):
+                inner.append((self.kind, n.src, n.dst, int(n.id.value)))
+        _walk_ops(body, flags_in)
+        self.kind = outer_kind
+        rename: dict = {}
+        for kind, p, q, i in dict.fromkeys(inner):
+            back = [c[3] for c in carried if c[:3] == (kind, q, p)]
+            if 1 in back:
+                continue
+            ring = max(back, default=1)
+            if ring > 1:
+                ids = [self.take_id((p, q), start - 0.5, INF, kind) for _ in range(ring)]
+                if None not in ids and ids == list(range(ids[0], ids[0] + ring)):
+                    rename[(kind, p, q, i)] = const(ids[0]) + s.var % ring
+                    continue
+            carried.append((kind, q, p, 1))
+        return _rename_flags(body, rename, outer_kind) if rename else body
+
+
+def _rename_flags(body: Stmt, rename: dict, kind: Optional[str]) -> Stmt:
+    """``body`` with its inserted flags (kind, src, dst, id) in ``rename`` given the new ids."""
+    class _R(Mutator):
+        kind: Optional[str] = None
+
+        def visit_CoreScope(self, n: CoreScope) -> Stmt:
+            old, self.kind = self.kind, n.kind
+            out = dataclasses.replace(n, body=self.visit(n.body))
+            self.kind = old
+            return out
+
+        def _flag(self, n: Any) -> Any:
+            if n.auto and isinstance(n.id, Const) and (self.kind, n.src, n.dst, int(n.id.value)) in rename:
+                return dataclasses.replace(n, id=rename[(self.kind, n.src, n.dst, int(n.id.value))])
+            return n
+
+        def visit_SetFlag(self, n: SetFlag) -> Stmt:
+            return self._flag(n)
+
+        def visit_WaitFlag(self, n: WaitFlag) -> Stmt:
+            return self._flag(n)
+    r = _R()
+    r.kind = kind
+    return r.visit(body)
 
 
 def _scoped(stmts: list, kind: str, outer: Optional[str]) -> Stmt:
