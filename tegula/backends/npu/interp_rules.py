@@ -7,7 +7,10 @@
   ``passes/infer_core_scope.py``); scalar code runs on all three. The cores run one at a time, in
   program order each, switching only when one waits on a cross-core flag whose count is 0
   (AIC first, then AIV0, AIV1). All cores waiting is a :class:`~tegula.errors.SyncError`
-  (deadlock) naming every wait.
+  (deadlock) naming every wait. A kernel that writes no cross-core flag hands GM over between
+  its scopes in program order: a later scope of the other core kind waits for an earlier one
+  whose GM bytes it touches (the flags of ``passes/cross_core_sync.py``, which InsertSync puts
+  into the NPU targets' code too).
 - **Cross-core flags** count: ``set_cross_flag`` adds one to the partner cores' flag (mode 2 from
   the AIC: both AIVs; from an AIV: the AIC, which waits for both AIVs; mode 1: the other AIV),
   ``wait_cross_flag`` waits while it is 0 and takes one. More than 16 pending sets, or sets never
@@ -19,6 +22,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any, Callable, Optional
 
@@ -35,6 +39,7 @@ from tegula.backends.npu import semantics
 from tegula.backends.npu.machine import A2A3, machine
 from tegula.backends.npu.passes.assign_npu_scopes import remap_a5_kernel
 from tegula.backends.npu.passes.check_paths import check_kernel
+from tegula.backends.npu.passes.cross_core_sync import cross_core_flags
 from tegula.backends.npu.passes.infer_core_scope import buffer_core, infer_kernel
 
 CORE = object()   # env slot key: the core running (0 = AIC, 1 = AIV0, 2 = AIV1)
@@ -157,6 +162,7 @@ def _npu_kernel(k: NpuKernel, ctx: Ctx) -> StmtFn:
     k = infer_kernel(k)
     m = _machine_of(k)
     check_kernel(k, m)
+    k = dataclasses.replace(k, body=cross_core_flags(k, m))
     grid = dim_value(k.grid[0], ctx)
     cslot, vslot = ctx.slot(k.block_vars[0]), ctx.slot(k.sub_var)
     core_slot, sched_slot = ctx.slot(CORE), ctx.slot(SCHED)

@@ -22,8 +22,9 @@ disjoint and need nothing):
   (``id + k % versions``) instead, keeping the iterations overlapped.
 
 Orderings the kernel already has (hand-written flags, barriers, ``barrier_all``, flags inserted
-earlier, chains through a third pipe) are not duplicated. Cross-core order is the kernel's
-(``set_cross_flag`` / ``wait_cross_flag``). ``T.Scope`` bodies of one core kind share state.
+earlier, chains through a third pipe) are not duplicated. Hand-offs through GM between the cube
+and the vector cores get cross-core flags first (``cross_core_sync.py``) unless the kernel
+writes its own. ``T.Scope`` bodies of one core kind share state.
 
 Before::
 
@@ -596,6 +597,11 @@ def _reserved(k: NpuKernel) -> dict:
 
 
 def insert_sync_kernel(k: NpuKernel, m: Any) -> NpuKernel:
+    """Cross-core flags for the hand-offs between scopes (``cross_core_sync``), then the flags
+    and barriers between the pipes of each core."""
+    from tegula.backends.npu.passes.cross_core_sync import cross_core_flags
+
+    k = dataclasses.replace(k, body=cross_core_flags(k, m))
     tight: set = set()
     for _ in range(4):   # rings short of ids: again, with one ring per (loop, event) there
         s = _Sync(m, _reserved(k))
