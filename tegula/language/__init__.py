@@ -12,7 +12,8 @@ from tegula.language.prim_func import Macro, macro, prim_func
 from tegula.language.primitives import *  # noqa: F401,F403 (its __all__: the T.* primitives)
 from tegula.language.ascend import (Cube, Scope, SimdVF, SimtVF, Stage, Task, Vector, alloc_l0a,
                                     alloc_L0A, alloc_l0b, alloc_L0B, alloc_l0c, alloc_L0C,
-                                    alloc_l1, alloc_L1, alloc_ub, annotate_buffer_versions,
+                                    alloc_l1, alloc_L1, alloc_ub, annotate_address,
+                                    annotate_buffer_versions,
                                     ascend_cross_core_set_flag, ascend_cross_core_wait_flag,
                                     ascend_pipe_barrier, ascend_set_flag, ascend_wait_flag,
                                     barrier_all, gemm_v0, mma, pipe_barrier, set_cross_flag,

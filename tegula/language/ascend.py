@@ -482,6 +482,26 @@ def annotate_buffer_versions(versions: dict) -> None:
     k.annotations.setdefault("buffer_versions", {}).update({b.name: int(n) for b, n in versions.items()})
 
 
+def annotate_address(addresses: dict) -> None:
+    """``T.annotate_address({buf: byte_offset})``: place NPU buffers at these byte offsets of
+    their memory instead of PlanNpuMemory's; an offset that breaks the memory's alignment, or a
+    buffer that then ends past its capacity, is an error at this line."""
+    from tegula.ir.npu import NPU_SCOPES
+    from tegula.ir.span import current_span
+
+    k = current("T.annotate_address").require_kernel("T.annotate_address")
+    if not isinstance(addresses, dict):
+        raise KernelTypeError("T.annotate_address takes a dict {buffer: byte offset}")
+    for b, off in addresses.items():
+        if not isinstance(b, Buffer) or b.scope not in NPU_SCOPES:
+            raise KernelTypeError(f"T.annotate_address: {getattr(b, 'name', b)!r} is not an NPU "
+                                  "buffer (T.alloc_L1 / L0A / L0B / L0C / ub)")
+        if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+            raise KernelTypeError(f"T.annotate_address: the offset of '{b.name}' must be a "
+                                  f"non-negative Python int, got {off!r}")
+        k.annotations.setdefault("addresses", {})[b.name] = (int(off), current_span())
+
+
 def _event_name(event: Any, what: str) -> tuple[str, str]:
     parts = str(event).upper().split("_")
     if len(parts) != 2:
@@ -517,6 +537,6 @@ def ascend_cross_core_wait_flag(flag: Any) -> None:
 
 
 __all__ += ["Cube", "Vector", "SimtVF", "SimdVF", "Task", "Stage", "alloc_l1", "alloc_l0a",
-            "alloc_l0b", "alloc_l0c", "annotate_buffer_versions", "ascend_set_flag",
+            "alloc_l0b", "alloc_l0c", "annotate_buffer_versions", "annotate_address", "ascend_set_flag",
             "ascend_wait_flag", "ascend_pipe_barrier", "ascend_cross_core_set_flag",
             "ascend_cross_core_wait_flag"]

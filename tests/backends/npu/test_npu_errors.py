@@ -178,3 +178,126 @@ def test_unknown_ascend_machine():
             pass
     with pytest.raises(ConfigError, match="ascend-emu:a2a3 or ascend-emu:a5"):
         tegula.compile(k, target="ascend-emu:a9")
+
+
+def _placed(where):
+    def k(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((8, 16), "float16")
+            T.annotate_address({a: where})  # placed
+            with T.Scope("V"):
+                T.copy(A[vid * 8, 0], a)
+                T.tile.exp(a, a)
+                T.copy(a, B[vid * 8, 0])
+    return k
+
+
+def test_annotate_address_places_the_buffer():
+    from tegula.backends.npu.pipeline import lower
+    from tegula.ir.npu import NpuKernel
+    from tegula.ir.visitor import post_order_visit
+    from tegula.target import Target
+
+    f = T.prim_func(_placed(4096))
+    low = lower(f, Target("ascend-emu", "a2a3"), {"tl.ascend_auto_sync": True})
+    ks = []
+    post_order_visit(low.body, lambda n: ks.append(n) if isinstance(n, NpuKernel) else None)
+    assert list(ks[0].annotations["offsets"].values()) == [4096]
+    a = np.random.default_rng().standard_normal((16, 16)).astype(np.float16)
+    b = np.full((16, 16), np.nan, np.float16)
+    tegula.compile(f, target="ascend-emu:a2a3", pass_configs={"tl.ascend_auto_sync": True})(a, b)
+    np.testing.assert_allclose(b.astype(np.float64), np.exp(a.astype(np.float64)), rtol=2e-3)
+
+
+def test_misaligned_address_is_an_error_at_its_line():
+    k = _placed(48)
+    with pytest.raises(ResourceError) as e:
+        tegula.compile(T.prim_func(k), target="ascend-emu:a2a3")
+    msg = str(e.value)
+    assert "puts 'a' at UB+48, not 32-byte aligned" in msg and "multiple of 32" in msg
+    assert f"test_npu_errors.py:{_line_of(k, '# placed')}" in msg
+
+
+def test_address_past_the_capacity_is_an_error_at_its_line():
+    k = _placed(192 * 1024 - 128)
+    with pytest.raises(ResourceError) as e:
+        tegula.compile(T.prim_func(k), target="ascend-emu:a2a3")
+    assert "256 bytes end at 196736 > 196608" in str(e.value)
+    assert f"test_npu_errors.py:{_line_of(k, '# placed')}" in str(e.value)
+    tegula.compile(T.prim_func(k), target="ascend-emu:a5")   # the 950's UB is larger
+
+
+def test_annotate_address_takes_npu_buffers_and_int_offsets():
+    def k(A: T.Tensor((16, 16), "float16")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((16, 16), "float16")
+            T.annotate_address({a: 1.5})
+    with pytest.raises(KernelTypeError, match="offset of 'a' must be a non-negative Python int"):
+        T.prim_func(k)
+
+
+def _alternating(tmp_path, n):
+    """A kernel of n scopes, cube and vector in turn, each handing W[i] to the next."""
+    import importlib.util
+
+    body = []
+    for i in range(n):
+        if i % 2 == 0:
+            body += ['            with T.Scope("C"):',
+                     f"                T.copy(X[{i - 1}, 0, 0], a)" if i else "                T.copy(A, a)",
+                     "                T.gemm_v0(a, a, c, init=True)",
+                     f"                T.copy(c, W[{i}, 0, 0])"]
+        else:
+            body += ['            with T.Scope("V"):',
+                     f"                T.copy(W[{i - 1}, vid * 16, 0], x)",
+                     "                T.tile.cast(x16, x)",
+                     f"                T.copy(x16, X[{i}, vid * 16, 0])"]
+    src = "\n".join([
+        "import tegula.language as T", "", "",
+        "@T.prim_func",
+        f'def k(A: T.Tensor((32, 32), "float16"), W: T.Tensor(({n}, 32, 32), "float32"),',
+        f'      X: T.Tensor(({n + 1}, 32, 32), "float16")):',
+        "        with T.Kernel(1, is_npu=True) as (cid, vid):",
+        '            a = T.alloc_L1((32, 32), "float16")',
+        '            c = T.alloc_L0C((32, 32), "float32")',
+        '            x = T.alloc_ub((16, 32), "float32")',
+        '            x16 = T.alloc_ub((16, 32), "float16")'] + body) + "\n"
+    path = tmp_path / f"alternating{n}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.k
+
+
+def test_automatic_cross_core_flags_follow_the_chain(tmp_path):
+    from tegula.backends.npu.pipeline import lower
+    from tegula.ir.npu import SetCrossFlag
+    from tegula.ir.visitor import post_order_visit
+    from tegula.target import Target
+
+    low = lower(_alternating(tmp_path, 6), Target("ascend-emu", "a2a3"), {"tl.ascend_auto_sync": True})
+    sets = []
+    post_order_visit(low.body, lambda n: sets.append(n) if isinstance(n, SetCrossFlag) else None)
+    assert len(sets) == 5          # one per hand-off, none for what the chain implies
+    rng = np.random.default_rng()
+    a = (rng.standard_normal((32, 32)) / 4).astype(np.float16)
+    outs = []
+    for target in ("cpu", "ascend-emu:a2a3"):      # race-free, and the same as the interpreter
+        w, x = np.zeros((6, 32, 32), np.float32), np.zeros((7, 32, 32), np.float16)
+        tegula.compile(_alternating(tmp_path, 6), target=target, pass_configs={"tl.ascend_auto_sync": True})(a, w, x)
+        outs.append(x[5])
+    ref = a.astype(np.float64)
+    for _ in range(3):
+        ref = ref @ ref
+    np.testing.assert_allclose(outs[0].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_too_many_automatic_cross_core_flags(tmp_path):
+    f = _alternating(tmp_path, 13)
+    with pytest.raises(ResourceError) as e:
+        tegula.compile(f, target="ascend-emu:a2a3", pass_configs={"tl.ascend_auto_sync": True})
+    assert "need 12 cross-core flags; a2a3 has 11" in str(e.value)
+    assert "alternating13.py:" in str(e.value)
+    tegula.compile(f, target="ascend-emu:a5", pass_configs={"tl.ascend_auto_sync": True})  # 16 ids

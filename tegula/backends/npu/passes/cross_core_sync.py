@@ -11,8 +11,8 @@ them, and the later scope waits before its first such statement:
   ``wait_cross_flag(id)`` takes one;
 - vectors -> cube: each AIV sets (mode 2) and the AIC's wait takes one set of each.
 
-One flag per (earlier scope, later scope, pipe), ids from 0 up to the machine's cross-core flag
-count. A kernel that writes any cross-core flag by hand keeps its own and gets none.
+One flag per (earlier scope, later scope, pipe), less those implied by a chain through a scope
+between, ids from 0 up to the machine's cross-core flag count. A kernel that writes any cross-core flag by hand keeps its own and gets none.
 
 Before::
 
@@ -97,6 +97,14 @@ def cross_core_flags(k: NpuKernel, m: Any) -> Stmt:
                                not disjoint_regions(r1, r2, lets) for r2, w2, _ in ec):
                             e = edges.setdefault((i, j, p1), [a, c])
                             e[0], e[1] = max(e[0], a), min(e[1], c)
+    # an edge i -> k is implied by i -> j -> k when the i -> j set (same pipe) comes no earlier,
+    # j's wait for it comes before its set for k, and k waits for j no later
+    for (i, kk, p), (a, c) in list(edges.items()):
+        if any(i < j < kk and (i, j, p) in edges and edges[(i, j, p)][0] >= a and
+               any(jj == j and k2 == kk and edges[(i, j, p)][1] <= a2 and c2 <= c
+                   for (jj, k2, _), (a2, c2) in edges.items())
+               for j in scopes):
+            del edges[(i, kk, p)]
     if not edges:
         return k.body
     if len(edges) > m.cross_flag_ids:

@@ -1,7 +1,8 @@
 """PlanNpuMemory: byte offsets of every NPU buffer in its memory, aligned as the machine requires,
 and the capacity check: a kernel whose buffers do not fit is a ResourceError naming every buffer
 of the memory and its bytes. Buffers are placed one after another in allocation order (a buffer
-with ``versions`` takes that many padded copies). The result is the kernel annotation
+with ``versions`` takes that many padded copies; one given a ``T.annotate_address`` sits there,
+checked for alignment and capacity at that line). The result is the kernel annotation
 ``offsets`` (buffer -> byte offset). A kernel with row reductions on UB also gets a scratch area
 after its UB buffers, as large as the largest reduced tile (``scratch``: (offset, bytes)); the
 emitted row-reduction instructions use it as their work space, never the source tile.
@@ -37,10 +38,25 @@ def plan_kernel(k: NpuKernel, m: Any) -> NpuKernel:
     layouts = k.annotations.get("layouts", {})
     offsets: dict = {}
     used: dict = {}
+    fixed = k.annotations.get("addresses", {})
     for b in k.allocs:
         if b.scope not in m.buffers:
             continue
         kind = m.buffer(b.scope)
+        if b.name in fixed:  # T.annotate_address
+            at, span = fixed[b.name]
+            end = at + buffer_bytes(b, layouts)
+            if at % kind.align:
+                raise ResourceError(f"T.annotate_address puts '{b.name}' at {kind.name}+{at}, not "
+                                    f"{kind.align}-byte aligned", span,
+                                    hint=f"use a multiple of {kind.align}")
+            if end > kind.capacity:
+                raise ResourceError(f"T.annotate_address puts '{b.name}' at {kind.name}+{at}: its "
+                                    f"{buffer_bytes(b, layouts)} bytes end at {end} > {kind.capacity}, "
+                                    f"the {kind.name} of {m.name}", span)
+            offsets[b] = at
+            used[b.scope] = max(used.get(b.scope, 0), end)
+            continue
         at = -(-used.get(b.scope, 0) // kind.align) * kind.align
         offsets[b] = at
         used[b.scope] = at + buffer_bytes(b, layouts)
