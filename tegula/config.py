@@ -27,6 +27,9 @@ TEGULA_POISON_OUTPUTS  ``1`` to fill outputs the runtime allocates with NaN (int
                        kernel runs, so elements it never writes show (tests turn it on)
 TEGULA_CONFORMANCE     the TileLang conformance corpus the tests run a CPU subset of (default:
                        ``../shared/conformance`` beside the project's root)
+PTO_ISA_ROOT           a checkout of the public PTO ISA repository: the tests then compile the
+                       emitted PTO C++ against its CPU simulator and compare with the interpreter
+TEGULA_PTO_CXX         the C++20 compiler for that check (default: clang++ on PATH)
 =====================  ===========================================================================
 """
 from __future__ import annotations
@@ -56,6 +59,8 @@ class Settings:
     debug_tracebacks: bool = False
     poison_outputs: bool = False
     conformance_dir: Optional[str] = None
+    pto_isa_root: Optional[str] = None
+    pto_cxx: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.cuda_backend is not None and self.cuda_backend not in _BACKENDS:
@@ -91,6 +96,10 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Settings:
     kw["poison_outputs"] = _flag(env.get("TEGULA_POISON_OUTPUTS"))
     if env.get("TEGULA_CONFORMANCE"):
         kw["conformance_dir"] = os.path.expanduser(env["TEGULA_CONFORMANCE"])
+    if env.get("PTO_ISA_ROOT"):
+        kw["pto_isa_root"] = os.path.expanduser(env["PTO_ISA_ROOT"])
+    if env.get("TEGULA_PTO_CXX"):
+        kw["pto_cxx"] = env["TEGULA_PTO_CXX"]
     return Settings(**kw)
 
 

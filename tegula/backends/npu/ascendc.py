@@ -34,7 +34,7 @@ from tegula.ir.visitor import post_order_visit
 from tegula.backends.npu.layout import ND
 from tegula.backends.npu.machine import FRACTAL_ROWS, c0, machine
 from tegula.backends.npu.passes.plan_memory import buffer_bytes
-from tegula.backends.npu.pto import C_TYPES, _Emitter, c_expr
+from tegula.backends.npu.pto import C_TYPES, _Emitter, _is_zero, c_expr
 
 _POSITION = {"l1": "A1", "l0a": "A2", "l0b": "B2", "l0c": "CO1", "ub": "VECCALC"}
 _OWNER = {"C": ("l1", "l0a", "l0b", "l0c"), "V": ("ub",)}
@@ -290,10 +290,6 @@ def _bytes(n: Any, size: int) -> str:
     if isinstance(n, E.Const):
         n = int(n.value)
     return str(n * size) if isinstance(n, int) else f"{c_expr(n)} * {size}"
-
-
-def _is_zero(x: Any) -> bool:
-    return (isinstance(x, int) and x == 0) or (isinstance(x, E.Const) and x.value == 0)
 
 
 def _has_code(k: NpuKernel, kind: str) -> bool:

@@ -71,6 +71,10 @@ def c_expr(e: Any) -> str:
                            getattr(e, "span", None))
 
 
+def _is_zero(x: Any) -> bool:
+    return (isinstance(x, int) and x == 0) or (isinstance(x, E.Const) and x.value == 0)
+
+
 _CALLS = {"exp": "exp", "log": "ln", "abs": "abs", "sqrt": "sqrt", "rsqrt": "rsqrt"}
 _COMMUTES = ("add", "mul", "max", "min")
 
@@ -144,6 +148,7 @@ class _Emitter:
         self.lines: list[str] = []
         self.depth = 1
         self.last_line: Any = None
+        self.subs = 0          # tiles declared for parts of buffers
 
     def out(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
@@ -165,12 +170,14 @@ class _Emitter:
         if lay is not ND and cp * b.dtype.itemsize % 32:
             cp = -(-cp * b.dtype.itemsize // 32) * 32 // b.dtype.itemsize
         tt = _TILE_TYPE[b.scope]
+        alias = {"l0a": "TileLeft", "l0b": "TileRight", "l0c": "TileAcc"}.get(b.scope)
+        if alias:  # the header picks the arch's fractal layouts (a2a3 L0A: RowMajor on the NPU)
+            return f"{alias}<{t}, {rp}, {cp}, {shape[0]}, {shape[1]}>"
+        if b.scope == "ub" and len(b.shape) == 1:  # one value per row: a column (DN) tile
+            return f"Tile<TileType::Vec, {t}, {shape[1]}, 1, BLayout::ColMajor, {shape[1]}, 1>"
         if b.scope == "ub":
             return f"Tile<TileType::Vec, {t}, {rp}, {cp}, BLayout::RowMajor, {shape[0]}, {shape[1]}>"
-        blay, slay, frac = {"l1": ("ColMajor", "RowMajor", 512),
-                            "l0a": ("ColMajor" if self.m.name == "a5" else "RowMajor", "RowMajor", 512),
-                            "l0b": ("RowMajor", "ColMajor", 512),
-                            "l0c": ("ColMajor", "RowMajor", 1024)}[b.scope]
+        blay, slay, frac = "ColMajor", "RowMajor", 512   # L1: NZ
         return (f"Tile<TileType::{tt}, {t}, {rp}, {cp}, BLayout::{blay}, {shape[0]}, {shape[1]}, "
                 f"SLayout::{slay}, {frac}, PadValue::Zero>")
 
@@ -185,15 +192,35 @@ class _Emitter:
 
     # -- operands ----------------------------------------------------------------------------
     def tile(self, r: BufferRegion) -> str:
-        """The tile of region ``r`` (re-assigning a versioned buffer to its version first)."""
+        """The tile of region ``r``: the buffer (re-assigned to its version first when it has
+        versions), or, for some rows of a UB tile, a tile of those rows placed on them."""
         b = r.buffer
+        base = f"0x{self.offsets[b]:x}"
         if len(b.shape) > 2:
             per = buffer_bytes(b, self.layouts) // int(b.shape[0])
-            self.out(f"TASSIGN({b.name}, 0x{self.offsets[b]:x} + {c_expr(r.starts[0])} * {per});")
-        return b.name
+            base = f"0x{self.offsets[b]:x} + {c_expr(r.starts[0])} * {per}"
+        rows = list(zip(r.starts, r.extents))[-2:]
+        whole = len(b.shape) < 2 or all(_is_zero(st) and ex == full for (st, ex), full
+                                        in zip(rows, tuple(b.shape)[-2:]))
+        if whole:
+            if len(b.shape) > 2:
+                self.out(f"TASSIGN({b.name}, {base});")
+            return b.name
+        (r0, nr), (c0_, nc) = rows
+        R, C = (int(x) for x in tuple(b.shape)[-2:])
+        if b.scope != "ub" or not _is_zero(c0_) or nc != C or not isinstance(nr, int):
+            raise UnsupportedError(f"the {self.LANG} emitter addresses whole rows of a UB tile only "
+                                   f"('{b.name}')", getattr(r, "span", None) or self.k.span)
+        self.subs += 1
+        name = f"{b.name}_rows{self.subs}"
+        t = C_TYPES.get(b.dtype.name, b.dtype.name)
+        self.out(f"Tile<TileType::Vec, {t}, {nr}, {C}, BLayout::RowMajor, {nr}, {C}> {name};")
+        self.out(f"TASSIGN({name}, {base} + {c_expr(r0)} * {C * b.dtype.itemsize});")
+        return name
 
-    def gm(self, r: BufferRegion) -> str:
-        """A GlobalTensor view of a GM region (row-major, the buffer's own strides)."""
+    def gm(self, r: BufferRegion, column: bool = False) -> str:
+        """A GlobalTensor view of a GM region (row-major, the buffer's own strides; ``column``:
+        as the column a 1-d UB tile is)."""
         b = r.buffer
         shape = list(b.shape)
         strides: list = [1] * len(shape)
@@ -205,6 +232,12 @@ class _Emitter:
         rows = ext[-2] if len(ext) >= 2 else 1
         t = C_TYPES.get(b.dtype.name, b.dtype.name)
         rs = c_expr(strides[-2]) if len(strides) >= 2 else "1"
+        if column:  # one element per row of a column tile
+            n = 1
+            for e in ext:
+                n = n * e
+            return (f"GlobalTensor<{t}, Shape<1, 1, 1, {c_expr(n)}, 1>, Stride<1, 1, 1, 1, 1>>"
+                    f"({b.name} + {off})")
         return (f"GlobalTensor<{t}, Shape<1, 1, 1, {c_expr(rows)}, {c_expr(ext[-1])}>, Stride<1, 1, 1, {rs}, 1>>"
                 f"({b.name} + {off})")
 
@@ -304,10 +337,14 @@ class _Emitter:
 
     def copy(self, s: Copy) -> None:
         src, dst = s.src.buffer.scope, s.dst.buffer.scope
-        if src == "global":
-            self.out(f"TLOAD({self.tile(s.dst)}, {self.gm(s.src)});")
+        if src == "global":  # TLOAD / TSTORE take the GlobalTensor as an lvalue
+            t = self.tile(s.dst)
+            col = s.dst.buffer.scope == "ub" and len(s.dst.buffer.shape) == 1
+            self.out(f"{{ auto gm = {self.gm(s.src, col)}; TLOAD({t}, gm); }}")
         elif dst == "global":
-            self.out(f"TSTORE({self.gm(s.dst)}, {self.tile(s.src)});")
+            t = self.tile(s.src)
+            col = s.src.buffer.scope == "ub" and len(s.src.buffer.shape) == 1
+            self.out(f"{{ auto gm = {self.gm(s.dst, col)}; TSTORE(gm, {t}); }}")
         elif src == "l1" and dst in ("l0a", "l0b"):
             self.out(f"TEXTRACT({self.tile(s.dst)}, {self.tile(s.src)}, 0, 0);")
         else:
@@ -318,6 +355,9 @@ class _Emitter:
         ops = [self.tile(x) if isinstance(x, BufferRegion) else c_expr(x) for x in s.srcs]
         if s.op == "fill":
             self.out(f"TEXPANDS({dst}, {ops[0]});")
+        elif s.op == "cast":
+            wide = s.dst.dtype.itemsize > s.srcs[0].dtype.itemsize
+            self.out(f"TCVT({dst}, {ops[0]}, RoundMode::{'CAST_NONE' if wide else 'CAST_RINT'});")
         elif s.op in _VEC_UNARY:
             self.out(f"{_VEC_UNARY[s.op]}({dst}, {ops[0]});")
         elif s.op in _VEC_TT:
