@@ -92,7 +92,7 @@ def test_a_new_kind_is_one_row_of_data(test_kind, rng):
 
     x = rng.standard_normal(8).astype(np.float32)
     np.testing.assert_allclose(tegula.compile(f, out_idx=[1], target="test-npu")(x), 2 * x.astype(np.float64))
-    with pytest.raises(ConfigError, match="'cuda-emu', 'ascend-emu', 'ascend-pto', 'test-npu'"):
+    with pytest.raises(ConfigError, match="'cuda-emu', 'ascend-emu', 'ascend-pto', 'ascendc', 'test-npu'"):
         parse_target("npu9")
 
 

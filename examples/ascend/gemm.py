@@ -16,11 +16,11 @@ import tegula.language as T
 
 
 def gemm(M, N, K, block_M=64, block_N=64, block_K=32, dtype="float16", accum_dtype="float32",
-         num_stages=1, versions=None):
+         num_stages=1, versions=None, out_dtype=None):
     m_num, n_num = M // block_M, N // block_N
 
     @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), out_dtype or dtype)):
         with T.Kernel(m_num * n_num, is_npu=True) as (cid, vid):
             bx = cid // n_num
             by = cid % n_num

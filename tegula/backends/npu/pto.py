@@ -19,6 +19,7 @@ ISA documentation.
 """
 from __future__ import annotations
 
+import dataclasses
 import linecache
 import math
 from typing import Any
@@ -69,6 +70,17 @@ def c_expr(e: Any) -> str:
         return f"({c_expr(e.cond)} ? {c_expr(e.then)} : {c_expr(e.else_)})"
     raise UnsupportedError(f"the PTO emitter cannot print {type(e).__name__} expressions yet",
                            getattr(e, "span", None))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Named:
+    """An operand already declared under ``name`` (a transposed view of ``region``)."""
+
+    name: str
+    region: Any
+
+    def tile_shape(self) -> tuple:
+        return tuple(reversed(self.region.tile_shape()))
 
 
 def _is_zero(x: Any) -> bool:
@@ -173,8 +185,6 @@ class _Emitter:
         alias = {"l0a": "TileLeft", "l0b": "TileRight", "l0c": "TileAcc"}.get(b.scope)
         if alias:  # the header picks the arch's fractal layouts (a2a3 L0A: RowMajor on the NPU)
             return f"{alias}<{t}, {rp}, {cp}, {shape[0]}, {shape[1]}>"
-        if b.scope == "ub" and len(b.shape) == 1:  # one value per row: a column (DN) tile
-            return f"Tile<TileType::Vec, {t}, {shape[1]}, 1, BLayout::ColMajor, {shape[1]}, 1>"
         if b.scope == "ub":
             return f"Tile<TileType::Vec, {t}, {rp}, {cp}, BLayout::RowMajor, {shape[0]}, {shape[1]}>"
         blay, slay, frac = "ColMajor", "RowMajor", 512   # L1: NZ
@@ -191,9 +201,11 @@ class _Emitter:
                     self.out(f"TASSIGN({b.name}, 0x{self.offsets[b]:x});")
 
     # -- operands ----------------------------------------------------------------------------
-    def tile(self, r: BufferRegion) -> str:
+    def tile(self, r: Any) -> str:
         """The tile of region ``r``: the buffer (re-assigned to its version first when it has
         versions), or, for some rows of a UB tile, a tile of those rows placed on them."""
+        if isinstance(r, _Named):
+            return r.name
         b = r.buffer
         base = f"0x{self.offsets[b]:x}"
         if len(b.shape) > 2:
@@ -218,9 +230,39 @@ class _Emitter:
         self.out(f"TASSIGN({name}, {base} + {c_expr(r0)} * {C * b.dtype.itemsize});")
         return name
 
-    def gm(self, r: BufferRegion, column: bool = False) -> str:
-        """A GlobalTensor view of a GM region (row-major, the buffer's own strides; ``column``:
-        as the column a 1-d UB tile is)."""
+    def column(self, r: BufferRegion) -> str:
+        """A one-value-per-row UB tile (1 x R) as the R x 1 column (DN) tile that row reductions
+        write and row broadcasts read: another tile on the same bytes."""
+        b = r.buffer
+        if len(b.shape) != 1:
+            return self.tile(r)
+        t = C_TYPES.get(b.dtype.name, b.dtype.name)
+        n = int(b.shape[0])
+        self.subs += 1
+        name = f"{b.name}_col{self.subs}"
+        self.out(f"Tile<TileType::Vec, {t}, {n}, 1, BLayout::ColMajor, {n}, 1> {name};")
+        self.out(f"TASSIGN({name}, {self.address(r)});")
+        return name
+
+    def address(self, r: BufferRegion) -> str:
+        """The byte address of (the version of) region ``r``'s buffer."""
+        b = r.buffer
+        if len(b.shape) > 2:
+            per = buffer_bytes(b, self.layouts) // int(b.shape[0])
+            return f"0x{self.offsets[b]:x} + {c_expr(r.starts[0])} * {per}"
+        return f"0x{self.offsets[b]:x}"
+
+    def transposed(self, b: Any, kind: str) -> str:
+        """The tile type of cube buffer ``b`` (R x C) read as its C x R transpose."""
+        t = C_TYPES.get(b.dtype.name, b.dtype.name)
+        R, C = (int(x) for x in tuple(b.shape)[-2:])
+        if kind == "Right":
+            return f"TileRight<{t}, {C}, {R}, {C}, {R}>"
+        return (f"Tile<TileType::Mat, {t}, {C}, {R}, BLayout::RowMajor, {C}, {R}, SLayout::ColMajor, "
+                f"512, PadValue::Zero>")
+
+    def gm(self, r: BufferRegion) -> str:
+        """A GlobalTensor view of a GM region (row-major, the buffer's own strides)."""
         b = r.buffer
         shape = list(b.shape)
         strides: list = [1] * len(shape)
@@ -232,12 +274,6 @@ class _Emitter:
         rows = ext[-2] if len(ext) >= 2 else 1
         t = C_TYPES.get(b.dtype.name, b.dtype.name)
         rs = c_expr(strides[-2]) if len(strides) >= 2 else "1"
-        if column:  # one element per row of a column tile
-            n = 1
-            for e in ext:
-                n = n * e
-            return (f"GlobalTensor<{t}, Shape<1, 1, 1, {c_expr(n)}, 1>, Stride<1, 1, 1, 1, 1>>"
-                    f"({b.name} + {off})")
         return (f"GlobalTensor<{t}, Shape<1, 1, 1, {c_expr(rows)}, {c_expr(ext[-1])}>, Stride<1, 1, 1, {rs}, 1>>"
                 f"({b.name} + {off})")
 
@@ -303,6 +339,13 @@ class _Emitter:
             self.out(f"wait_flag_dev({c_expr(s.flag)});")
         elif isinstance(s, Copy):
             self.copy(s)
+        elif isinstance(s, Mma) and s.transpose_B:  # B^T was loaded into L0B: its K x N view
+            rt = self.transposed(s.B.buffer, "Right")
+            self.out(f"{{ {rt} bT; TASSIGN(bT, {self.address(s.B)});")
+            self.depth += 1
+            self.leaf(dataclasses.replace(s, B=_Named("bT", s.B), transpose_B=False))
+            self.depth -= 1
+            self.out("}")
         elif isinstance(s, Mma):
             a, b, c = self.tile(s.A), self.tile(s.B), self.tile(s.C)
             if s.init is True:
@@ -328,7 +371,7 @@ class _Emitter:
         if len(shape) != 2 or s.dim not in (1, -1) or not s.clear or s.kind not in ("max", "sum"):
             raise UnsupportedError("the PTO emitter prints T.reduce_max / reduce_sum over rows "
                                    "(dim=-1, into a cleared destination) only", s.span)
-        src, dst = self.tile(s.src), self.tile(s.dst)
+        src, dst = self.tile(s.src), self.column(s.dst)
         R, C = (int(x) for x in shape)
         t = C_TYPES.get(s.src.dtype.name, s.src.dtype.name)
         at = self.k.annotations["scratch"][0]
@@ -339,12 +382,18 @@ class _Emitter:
         src, dst = s.src.buffer.scope, s.dst.buffer.scope
         if src == "global":  # TLOAD / TSTORE take the GlobalTensor as an lvalue
             t = self.tile(s.dst)
-            col = s.dst.buffer.scope == "ub" and len(s.dst.buffer.shape) == 1
-            self.out(f"{{ auto gm = {self.gm(s.src, col)}; TLOAD({t}, gm); }}")
+            self.out(f"{{ auto gm = {self.gm(s.src)}; TLOAD({t}, gm); }}")
         elif dst == "global":
             t = self.tile(s.src)
-            col = s.src.buffer.scope == "ub" and len(s.src.buffer.shape) == 1
-            self.out(f"{{ auto gm = {self.gm(s.dst, col)}; TSTORE(gm, {t}); }}")
+            self.out(f"{{ auto gm = {self.gm(s.dst)}; TSTORE(gm, {t}); }}")
+        elif src == "l1" and dst in ("l0a", "l0b") and s.annotations.get("transpose"):
+            # the L1 tile (N x K, NZ) read as its transpose (K x N, ZN): same bytes, another view
+            if dst == "l0a" or s.src.dtype.itemsize != 2:
+                raise UnsupportedError(f"the {self.LANG} emitter transposes 16-bit B operands only",
+                                       s.span)
+            lt, rt = self.transposed(s.src.buffer, "Mat"), self.transposed(s.dst.buffer, "Right")
+            self.out(f"{{ {lt} srcT; TASSIGN(srcT, {self.address(s.src)}); {rt} dstT; "
+                     f"TASSIGN(dstT, {self.address(s.dst)}); TEXTRACT(dstT, srcT, 0, 0); }}")
         elif src == "l1" and dst in ("l0a", "l0b"):
             self.out(f"TEXTRACT({self.tile(s.dst)}, {self.tile(s.src)}, 0, 0);")
         else:
@@ -365,7 +414,7 @@ class _Emitter:
             if not isinstance(b, BufferRegion):
                 self.out(f"{_VEC_TT[s.op]}S({dst}, {ops[0]}, {ops[1]});")
             elif b.tile_shape() != s.dst.tile_shape():
-                self.out(f"TROWEXPAND{s.op.upper()}({dst}, {ops[0]}, {ops[1]});")
+                self.out(f"TROWEXPAND{s.op.upper()}({dst}, {ops[0]}, {self.column(b)});")
             else:
                 self.out(f"{_VEC_TT[s.op]}({dst}, {ops[0]}, {ops[1]});")
         elif s.op == "axpy":

@@ -93,9 +93,12 @@ def test_row_reductions_use_scratch_not_the_source(ascend_example):
     src = k.get_kernel_source()
     import re
     m = re.search(r"\{ Tile<TileType::Vec, float, 8, 128, BLayout::RowMajor, 8, 128> tmp; "
-                  r"TASSIGN\(tmp, 0x([0-9a-f]+)\); TROWMAX\(m, x, tmp\); \}", src)
+                  r"TASSIGN\(tmp, 0x([0-9a-f]+)\); TROWMAX\((m_col\d+), x, tmp\); \}", src)
     assert m, src
     at = int(m.group(1), 16)
     offs = [int(x, 16) for x in re.findall(r"TASSIGN\(\w+, 0x([0-9a-f]+)\);", src)]
-    assert at == max(offs) and "TROWSUM(s, x, tmp)" in src
+    assert at == max(offs) and re.search(r"TROWSUM\(s_col\d+, x, tmp\)", src)
     assert "TROWMAX(m, x, x)" not in src
+    # the destination: a column tile on the bytes of m, which the row broadcasts read too
+    assert "Tile<TileType::Vec, float, 8, 1, BLayout::ColMajor, 8, 1> " + m.group(2) + ";" in src
+    assert re.search(r"TROWEXPANDSUB\(x, x, m_col\d+\);", src)

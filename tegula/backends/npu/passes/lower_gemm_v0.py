@@ -43,7 +43,9 @@ class _Lower(Mutator):
         if s.A.buffer.scope != "l1":
             return s
         a0, b0 = self._l0(s.A, "l0a"), self._l0(s.B, "l0b")
-        return seq(Copy(s.A, a0.region(), span=s.span), Copy(s.B, b0.region(), span=s.span),
+        # "transpose": the mma reads this operand transposed (the emitters load it that way)
+        return seq(Copy(s.A, a0.region(), {"transpose": True} if s.transpose_A else {}, span=s.span),
+                   Copy(s.B, b0.region(), {"transpose": True} if s.transpose_B else {}, span=s.span),
                    Mma(a0.region(), b0.region(), s.C, s.transpose_A, s.transpose_B, s.init,
                        span=s.span))
 
