@@ -15,7 +15,7 @@ from tegula.language.ascend import (Cube, Scope, SimdVF, SimtVF, Stage, Task, Ve
                                     alloc_l1, alloc_L1, alloc_ub, annotate_address,
                                     annotate_buffer_versions,
                                     ascend_cross_core_set_flag, ascend_cross_core_wait_flag,
-                                    ascend_pipe_barrier, ascend_set_flag, ascend_wait_flag,
+                                    ascend_pipe_barrier, ascend_set_flag, ascend_wait_flag, dual_copy,
                                     barrier_all, gemm_v0, mma, pipe_barrier, set_cross_flag,
                                     set_flag, tile, wait_cross_flag, wait_flag)
 from tegula.language.lowlevel import *  # noqa: F401,F403 (its __all__: TIR-level spellings)

@@ -474,6 +474,59 @@ def Stage(k: Any = 0) -> _Inline:
 alloc_l1, alloc_l0a, alloc_l0b, alloc_l0c = alloc_L1, alloc_L0A, alloc_L0B, alloc_L0C
 
 
+def dual_copy(src: Any, dst: Any) -> None:
+    """``T.dual_copy(src, dst)`` inside ``T.Vector``: a GM tile split by rows between the two
+    vector cores. Vector core ``sid`` moves rows ``[sid * h, (sid + 1) * h)`` of the GM side, ``h``
+    being the rows of its UB tile; the GM side is a start element (``C[row, col]``) or a region of
+    ``2 * h`` rows. (L0C -> UB through the dual FixPipe is not built.)"""
+    from tegula.ir.stmt import Copy
+
+    what = "T.dual_copy"
+    b = current(what)
+    k = b.require_kernel(what)
+    if getattr(b, "npu_scope", None) != "V" or k.annotations.get(_DIALECT) != "a5":
+        raise ScopeError("T.dual_copy splits a tile between the two vector cores: use it inside "
+                         "`with T.Vector(vector=2) as sid:`")
+
+    def make() -> Copy:
+        def scope(x: Any) -> str:
+            if isinstance(x, Buffer):
+                return x.scope
+            return x.buffer.scope if isinstance(x, (BufferRegion, E.BufferLoad)) else ""
+        s_ub = scope(src) != "global"
+        ub = semantic.to_region(src if s_ub else dst, f"{what} UB operand")
+        if ub.buffer.scope in ("global", "l0c", "l1", "l0a", "l0b"):
+            raise ScopeError(f"{what} moves a tile between GM and the UB of each vector core; "
+                             f"'{ub.buffer.name}' is in {ub.buffer.scope}",
+                             hint="L0C -> UB through the dual FixPipe is not built yet; hand the tile "
+                                  "over through a GM workspace")
+        g_in = dst if s_ub else src
+        shape = ub.tile_shape()
+        if len(shape) != 2:
+            raise ShapeError(f"{what}: the UB tile must be 2-d (rows split between the cores), got "
+                             f"{semantic.shape_str(shape)}")
+        h = shape[0]
+        if isinstance(g_in, E.BufferLoad):
+            g = semantic.to_region(g_in, what, like=ub)
+        else:
+            g = semantic.to_region(g_in, f"{what} GM operand")
+            ext = list(g.extents)
+            if not semantic.same_shape((ext[-2],), (h * 2,)):
+                raise ShapeError(f"{what}: the GM region has {ext[-2]} rows; the two vector cores "
+                                 f"take {h} each, so it needs {2 * h}")
+            g = BufferRegion(g.buffer, g.ranges[:-2] + ((g.starts[-2], h), g.ranges[-1]))
+        if g.buffer.scope != "global":
+            raise ScopeError(f"{what}: '{g.buffer.name}' is not a GM tensor")
+        if _SUB_VAR not in k.annotations:
+            k.annotations[_SUB_VAR] = new_var("sid")
+        sid = k.annotations[_SUB_VAR]
+        ranges = list(g.ranges)
+        ranges[-2] = (ranges[-2][0] + sid * h, ranges[-2][1])
+        g = BufferRegion(g.buffer, tuple(ranges))
+        return Copy(ub, g) if s_ub else Copy(g, ub)
+    _emit_tile(what, make)
+
+
 def annotate_buffer_versions(versions: dict) -> None:
     """How many versions each buffer gets (a hint for multi-buffering; recorded)."""
     k = current("T.annotate_buffer_versions").require_kernel("T.annotate_buffer_versions")
@@ -536,7 +589,7 @@ def ascend_cross_core_wait_flag(flag: Any) -> None:
     wait_cross_flag(flag)
 
 
-__all__ += ["Cube", "Vector", "SimtVF", "SimdVF", "Task", "Stage", "alloc_l1", "alloc_l0a",
+__all__ += ["dual_copy", "Cube", "Vector", "SimtVF", "SimdVF", "Task", "Stage", "alloc_l1", "alloc_l0a",
             "alloc_l0b", "alloc_l0c", "annotate_buffer_versions", "annotate_address", "ascend_set_flag",
             "ascend_wait_flag", "ascend_pipe_barrier", "ascend_cross_core_set_flag",
             "ascend_cross_core_wait_flag"]

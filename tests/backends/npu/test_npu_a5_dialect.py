@@ -5,7 +5,7 @@ import pytest
 
 import tegula
 import tegula.language as T
-from tegula.errors import KernelSyntaxError, KernelTypeError, RaceError, SyncError
+from tegula.errors import KernelSyntaxError, KernelTypeError, RaceError, ScopeError, ShapeError, SyncError
 from tegula.ir.npu import NpuKernel, SetFlag, WaitCrossFlag
 from tegula.ir.visitor import post_order_visit
 
@@ -90,3 +90,61 @@ def test_950_kernel_errors():
                 with T.Vector() as sid:
                     with T.SimtVF() as t:
                         pass
+
+
+def _dual(M=64, N=64, K=32):
+    @T.prim_func
+    def k(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+          W: T.Tensor((M, N), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1) as bx:
+            a = T.alloc_l1((M, K), "float16")
+            b = T.alloc_l1((K, N), "float16")
+            c = T.alloc_l0c((M, N), "float32")
+            x = T.alloc_shared((M // 2, N), "float32")
+            with T.Cube():
+                T.copy(A, a)
+                T.copy(B, b)
+                T.gemm(a, b, c, clear_accum=True)
+                T.copy(c, W)
+            with T.Vector(vector=2):
+                T.dual_copy(W[0, 0], x)                 # each vector core its half of the rows
+                with T.SimtVF(threads=64):
+                    for i, j in T.Parallel(M // 2, N):
+                        x[i, j] = T.max(x[i, j], 0)
+                T.dual_copy(x, C[0:M, 0:N])             # a region of both halves
+    return k
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend-emu:a2a3", "ascend-emu:a5"])
+def test_dual_copy_splits_the_rows_between_the_vector_cores(target):
+    rng = np.random.default_rng()
+    a = rng.standard_normal((64, 32)).astype(np.float16)
+    b = rng.standard_normal((32, 64)).astype(np.float16)
+    w, c = np.zeros((64, 64), np.float32), np.full((64, 64), np.nan, np.float32)
+    tegula.compile(_dual(), target=target, pass_configs={"tl.ascend_auto_sync": True})(a, b, w, c)
+    np.testing.assert_allclose(c, np.maximum(a.astype(np.float64) @ b, 0), rtol=1e-3, atol=1e-3)
+
+
+def test_dual_copy_errors():
+    with pytest.raises(ScopeError, match="inside `with T.Vector"):
+        @T.prim_func
+        def k(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_shared((8, 16), "float32")
+                with T.Cube():
+                    T.dual_copy(A[0, 0], x)
+    with pytest.raises(ShapeError, match="needs 16"):
+        @T.prim_func
+        def k2(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1) as bx:
+                x = T.alloc_shared((8, 16), "float32")
+                with T.Vector():
+                    T.dual_copy(A[0:8, 0:16], x)
+    with pytest.raises(ScopeError, match="dual FixPipe is not built"):
+        @T.prim_func
+        def k3(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1) as bx:
+                c = T.alloc_l0c((16, 16), "float32")
+                x = T.alloc_shared((8, 16), "float32")
+                with T.Vector():
+                    T.dual_copy(c, x)
