@@ -181,10 +181,17 @@ class _AscendC(_Emitter):
         fc = c0(b.dtype.itemsize)
         src_rows = self.layouts[s.src.buffer].padded(tuple(s.src.buffer.shape))[-2]
         frac = FRACTAL_ROWS * fc
+        # NZ -> ZN turns each fractal over, unless L1 holds B^T already (transpose_B): NZ of
+        # N x K is ZN of K x N byte for byte; NZ -> ZZ only reorders whole fractals
+        transpose = (b.scope == "l0b") != bool(s.annotations.get("transpose"))
+        if b.scope == "l0b" and not transpose:  # every fractal in order, as it is
+            n = (Rp // FRACTAL_ROWS) * (Cp // fc)
+            self.out(f"LoadData({self.tile(s.dst)}, {self.tile(s.src)}, LoadData2DParams(0, {n}, 1, 0, 0, false, 0));")
+            return
         self.out(f"for (int32_t r = 0; r < {Rp // FRACTAL_ROWS}; ++r) {{")
         self.out(f"  LoadData({self.tile(s.dst)}[r * {(Cp // fc) * frac}], {self.tile(s.src)}[r * {frac}], "
                  f"LoadData2DParams(0, {Cp // fc}, {src_rows // FRACTAL_ROWS}, 0, 0, "
-                 f"{'true' if b.scope == 'l0b' else 'false'}, 0));")
+                 f"{'true' if transpose else 'false'}, 0));")
         self.out("}")
 
     def fixpipe(self, s: Copy) -> None:

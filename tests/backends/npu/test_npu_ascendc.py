@@ -165,6 +165,9 @@ def test_flash_attention_uses_both_cores_and_transposes_k(ascend_example):
     assert "CrossCoreSetFlag<2, PIPE_MTE3>(1);" in src
     assert "WholeReduceMax(m_new, s_ub, 32, 16, 1, 1, 4, ReduceOrder::ORDER_ONLY_VALUE);" in src
     assert "Duplicate(m, (float)-INFINITY, 16);" in src
+    # K^T: L1 holds K (N x K) in NZ, which is K^T in ZN already, so no fractal is turned over
+    assert "LoadData(k_l1_l0b, k_l1, LoadData2DParams(0, 8, 1, 0, 0, false, 0));" in src
+    assert "LoadData(k_l1_l0b[r * 1024], v_l1[r * 256], LoadData2DParams(0, 4, 2, 0, 0, true, 0));" in src
 
 
 def test_long_rows_reduce_in_scratch_not_in_the_source(ascend_example):
