@@ -484,7 +484,9 @@ class _Sync:
         not fire before this iteration's wait (a second set: flag misuse). A loop-carried flag
         back from the waiting pipe to the setting one orders them; when that flag is a ring of
         r versions (multi-buffered tiles), the inner flag becomes a ring of r ids too
-        (``id + k % r``), else a loop-carried flag of its own is added."""
+        (``id + k % r``), else a loop-carried flag of its own is added. Needed neither when an
+        inserted flag back from q to p is waited in the body before the set on p: the set of the
+        next iteration then follows q's whole iteration, this wait included."""
         inner: list = []
 
         def flags_in(n: Any) -> None:
@@ -497,7 +499,7 @@ class _Sync:
         rename: dict = {}
         for kind, p, q, i in dict.fromkeys(inner):
             back = [c[3] for c in carried if c[:3] == (kind, q, p)]
-            if 1 in back:
+            if 1 in back or self.chained(body, outer_kind, kind, p, q):
                 continue
             ring = max(back, default=1)
             if ring > 1:
@@ -507,6 +509,37 @@ class _Sync:
                     continue
             carried.append((kind, q, p, 1))
         return _rename_flags(body, rename, outer_kind) if rename else body
+
+
+    @staticmethod
+    def chained(body: Stmt, outer_kind: Optional[str], kind: str, p: str, q: str) -> bool:
+        """True when, at the top level of ``body`` (not in a nested loop or branch), an inserted
+        wait of q -> p comes before every inserted set of p -> q (of core ``kind``)."""
+        seen_wait = False
+        ok = True
+
+        def visit(k: Optional[str], n: Any) -> None:
+            nonlocal seen_wait, ok
+            if k != kind or not getattr(n, "auto", False):
+                return
+            if isinstance(n, WaitFlag) and (n.src, n.dst) == (q, p):
+                seen_wait = True
+            elif isinstance(n, SetFlag) and (n.src, n.dst) == (p, q) and not seen_wait:
+                ok = False
+        _walk_top(body, outer_kind, visit)
+        return seen_wait and ok
+
+
+def _walk_top(s: Any, kind: Optional[str], visit: Any) -> None:
+    """``visit(kind, node)`` for the statements of ``s`` in program order, through statement
+    lists and core scopes but not into loops or branches."""
+    if isinstance(s, CoreScope):
+        _walk_top(s.body, s.kind, visit)
+    elif isinstance(s, SeqStmt):
+        for x in s.stmts:
+            _walk_top(x, kind, visit)
+    else:
+        visit(kind, s)
 
 
 def _rename_flags(body: Stmt, rename: dict, kind: Optional[str]) -> Stmt:
