@@ -65,6 +65,7 @@ def _lines(*starts):
 
 
 def test_mixed_kernel_golden():
+    # in the order AutoSchedule chose (it puts the load of B first)
     src = tegula.compile(mixed, target="ascendc:a2a3", pass_configs=AUTO).get_kernel_source()
     la, lb, lg, lw, ls, lwt, lx, lp, lc = _lines(
         "T.copy(A[0, 0], a)", "T.copy(B[0, 0], b)", "T.gemm_v0(a, b, acc", "T.copy(acc, W",
@@ -87,25 +88,23 @@ def test_mixed_kernel_golden():
     TBuf<TPosition::CO1> l0c_buf;
     pipe.InitBuffer(l0c_buf, 1024);
     LocalTensor<float> acc = l0c_buf.GetWithOffset<float>(256, 0);
-    // {f}:{la}  T.copy(A[0, 0], a)
-    DataCopy(a, A_gm[0 * 16 + 0], Nd2NzParams(1, 16, 16, 0, 16, 16, 1, 0));
-    SetFlag<HardEvent::MTE2_MTE1>(0);
     // {f}:{lb}  T.copy(B[0, 0], b)
     DataCopy(b, B_gm[0 * 16 + 0], Nd2NzParams(1, 16, 16, 0, 16, 16, 1, 0));
+    SetFlag<HardEvent::MTE2_MTE1>(0);
+    // {f}:{la}  T.copy(A[0, 0], a)
+    DataCopy(a, A_gm[0 * 16 + 0], Nd2NzParams(1, 16, 16, 0, 16, 16, 1, 0));
     SetFlag<HardEvent::MTE2_MTE1>(1);
     WaitFlag<HardEvent::MTE2_MTE1>(0);
-    WaitFlag<HardEvent::MTE2_MTE1>(1);
     // {f}:{lg}  T.gemm_v0(a, b, acc, init=True)
+    for (int32_t r = 0; r < 1; ++r) {{
+      LoadData(b_l0b[r * 256], b[r * 256], LoadData2DParams(0, 1, 1, 0, 0, true, 0));
+    }}
+    WaitFlag<HardEvent::MTE2_MTE1>(1);
     for (int32_t r = 0; r < 1; ++r) {{
       LoadData(a_l0a[r * 256], a[r * 256], LoadData2DParams(0, 1, 1, 0, 0, false, 0));
     }}
     SetFlag<HardEvent::MTE1_M>(0);
-    for (int32_t r = 0; r < 1; ++r) {{
-      LoadData(b_l0b[r * 256], b[r * 256], LoadData2DParams(0, 1, 1, 0, 0, true, 0));
-    }}
-    SetFlag<HardEvent::MTE1_M>(1);
     WaitFlag<HardEvent::MTE1_M>(0);
-    WaitFlag<HardEvent::MTE1_M>(1);
     {{ MmadParams mp; mp.m = 16; mp.n = 16; mp.k = 16; mp.cmatrixInitVal = true; Mmad(acc, a_l0a, b_l0b, mp); }}
     SetFlag<HardEvent::M_FIX>(0);
     WaitFlag<HardEvent::M_FIX>(0);
