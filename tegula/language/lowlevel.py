@@ -12,6 +12,8 @@ terms (``docs/language.md``, "Thread-level code"):
   scratch array with two barriers otherwise: plain thread-level IR every target runs.
 - ``T.evaluate(x)``: ``x`` for its effect.
 - ``T.shift_left(a, b)`` / ``T.shift_right(a, b)``: ``a << b`` / ``a >> b``.
+- ``T.dp4a(a[i], b[j], c[k])``: ``c[k] += a[i + t] * b[j + t]`` summed over ``t < 4`` (8-bit
+  ints, products and sum in int32), as the ``dp4a`` instruction.
 - ``T.import_source(src)`` puts C++ source in front of the kernel on the CUDA targets;
   ``T.call_extern(name, *args, dtype=)`` calls a function of it, ``T.access_ptr(buf, "r")`` is the
   address of a buffer (or of one element) to hand it. Extern C code runs only on the CUDA targets:
@@ -42,7 +44,7 @@ from tegula.language import primitives as P
 from tegula.language import semantic
 from tegula.language.builder import current, new_var
 
-__all__ = ["access_ptr", "alloc_reducer", "attr", "call_extern", "comm_reducer", "evaluate",
+__all__ = ["access_ptr", "alloc_reducer", "attr", "call_extern", "comm_reducer", "dp4a", "evaluate",
            "finalize_reducer", "get_block_binding", "import_source", "make_tensor", "ptr",
            "shift_left", "shift_right", "thread_binding", "tvm_thread_allreduce"]
 
@@ -111,6 +113,28 @@ def shift_left(a: Any, b: Any) -> Any:
 def shift_right(a: Any, b: Any) -> Any:
     """``a >> b`` (arithmetic for signed ``a``)."""
     return a >> b
+
+
+def dp4a(a: Any, b: Any, c: Any) -> None:
+    """``c += a[0:4] . b[0:4]``: ``a``, ``b`` are the first of four 8-bit ints of a buffer,
+    ``c`` an int32 element (see the module docstring)."""
+    bld = current("T.dp4a")
+    bld.require_kernel("T.dp4a")
+    for x, what in ((a, "a"), (b, "b")):
+        if not isinstance(x, E.BufferLoad) or x.dtype not in (dt.int8, dt.uint8):
+            raise KernelTypeError(f"T.dp4a: {what} must be an element of an int8 or uint8 buffer, got "
+                                  f"{semantic.describe(x)}")
+    if not isinstance(c, E.BufferLoad) or c.dtype not in (dt.int32, dt.uint32):
+        raise KernelTypeError(f"T.dp4a: the accumulator must be an int32 element, got {semantic.describe(c)}")
+
+    def at(x: E.BufferLoad, t: int) -> E.Expr:
+        idx = x.indices[:-1] + (x.indices[-1] + t,)
+        return E.cast(c.dtype, E.BufferLoad(x.buffer, idx))
+
+    total: E.Expr = E.cast(c.dtype, c)
+    for t in range(4):
+        total = total + at(a, t) * at(b, t)
+    bld.emit(BufferStore(c.buffer, c.indices, total))
 
 
 def evaluate(value: Any) -> None:

@@ -330,3 +330,35 @@ def test_shift_helpers_and_block_binding(target, rng):
     x = rng.integers(-1000, 1000, (4, 32), dtype=np.int32)
     np.testing.assert_array_equal(to_host(k(*to_device(target, x))),
                                   (x << 3) + (x >> 2) + np.arange(4)[:, None])
+
+
+def test_dp4a(target, rng):
+    @T.prim_func
+    def dot(A: T.Tensor((4, 64), "int8"), B: T.Tensor((4, 64), "int8"), C: T.Tensor((4, 32), "int32")):
+        with T.Kernel(4, threads=32) as bx:
+            t = T.get_thread_binding()
+            a = T.alloc_local((8,), "int8")
+            b = T.alloc_local((8,), "int8")
+            acc = T.alloc_local((1,), "int32")
+            acc[0] = 7
+            for v in T.vectorized(2):
+                a[v] = A[bx, t * 2 + v]
+                b[v] = B[bx, t * 2 + v]
+            for v in T.serial(6):
+                a[2 + v] = a[v % 2] + v
+                b[2 + v] = b[v % 2] - v
+            T.dp4a(a[0], b[0], acc[0])
+            T.dp4a(a[4], b[4], acc[0])
+            C[bx, t] = acc[0]
+
+    k = built(dot, target, out_idx=[2])
+    x = rng.integers(-100, 100, (4, 64), dtype=np.int8)
+    y = rng.integers(-100, 100, (4, 64), dtype=np.int8)
+    got = to_host(k(*to_device(target, x, y)))
+    a = np.empty((4, 32, 8), np.int64)
+    b = np.empty((4, 32, 8), np.int64)
+    a[..., :2], b[..., :2] = x.reshape(4, 32, 2), y.reshape(4, 32, 2)
+    for v in range(6):
+        a[..., 2 + v] = (a[..., v % 2] + v).astype(np.int8)
+        b[..., 2 + v] = (b[..., v % 2] - v).astype(np.int8)
+    np.testing.assert_array_equal(got, 7 + (a * b).sum(-1))
