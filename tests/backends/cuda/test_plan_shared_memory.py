@@ -170,3 +170,62 @@ def test_a_barrier_goes_in_where_sharing_needs_one(rng, target):
     y = tegula.compile(two_phases, out_idx=[-1], target=target)(x)
     np.testing.assert_array_equal(y.astype(np.float64),
                                   np.concatenate([x[127::-1], (x[128:].astype(np.float64) * 2)[::-1]]))
+
+
+def bias_or_not(with_bias, M=128, N=128):
+    @T.prim_func
+    def f(X: T.Tensor((M, N), "float16"), Bias: T.Tensor((M, N), "float16"), Y: T.Tensor((M, N), "float16")):
+        with T.Kernel(1, threads=128):
+            X_s = T.alloc_shared((M, N), "float16")
+            Bias_s = T.alloc_shared((M, N), "float16")
+            acc = T.alloc_fragment((M, N), "float32")
+            T.copy(X, X_s)
+            T.copy(X_s, acc)
+            if with_bias:
+                T.copy(Bias, Bias_s)
+                for i, j in T.Parallel(M, N):
+                    acc[i, j] += Bias_s[i, j]
+            T.copy(acc, Y)
+
+    return f
+
+
+@pytest.mark.parametrize("target", [SM80, SM90])
+def test_a_shared_tile_nothing_touches_takes_no_bytes(target):
+    off, k = offsets(bias_or_not(False), target)
+    assert k.annotations["smem_bytes"] == 128 * 128 * 2 and off["X_s"][0] == 0
+    assert offsets(bias_or_not(False), target, NO_REUSE)[1].annotations["smem_bytes"] > 2 * 128 * 128 * 2 - 1
+
+
+def test_an_untouched_tile_changes_no_result(rng):
+    x = rng.standard_normal((128, 128)).astype(np.float16)
+    bias = rng.standard_normal((128, 128)).astype(np.float16)
+    for with_bias in (False, True):
+        k = tegula.compile(bias_or_not(with_bias), out_idx=[2], target="cuda-emu")
+        want = x.astype(np.float32) + (bias.astype(np.float32) if with_bias else 0)
+        np.testing.assert_allclose(k(x, bias).astype(np.float32), want.astype(np.float16).astype(np.float32),
+                                   rtol=1e-3, atol=1e-3)
+
+
+@T.prim_func
+def barrier_then_tile(X: T.Tensor((128,), "float32"), Y: T.Tensor((128,), "float32")):
+    with T.Kernel(1, threads=128):
+        t = T.get_thread_binding()
+        bar = T.alloc_barrier(128)
+        s = T.alloc_shared((128,), "float32")
+        T.mbarrier_arrive(bar)
+        T.mbarrier_wait_parity(bar, 0)
+        T.sync_threads()
+        s[t] = X[t]
+        T.sync_threads()
+        Y[t] = s[127 - t]
+
+
+@pytest.mark.parametrize("target", [SM80, SM90])
+def test_mbarriers_never_share_bytes(target, rng):
+    off, _ = offsets(barrier_then_tile, target)
+    (bar,) = [n for n in off if n != "s"]
+    assert not overlaps(off, bar, "s")
+    x = rng.standard_normal(128).astype(np.float32)
+    k = tegula.compile(barrier_then_tile, out_idx=[1], target=f"cuda-emu:{target.arch}")
+    np.testing.assert_array_equal(k(x), x[::-1])

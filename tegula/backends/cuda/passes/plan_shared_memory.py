@@ -9,7 +9,8 @@ ones (for two buffers inside one loop, also between the later one and the next i
 of the earlier one). Where the two uses are in different top-level statements and no barrier
 separates them, the planner puts one in front of the later statement, as merging the buffers
 needs it. Runs after barrier insertion, which therefore never has to reason about aliasing.
-Buffers are placed first-fit in order of first use, larger first. The result goes to
+Buffers are placed first-fit in order of first use, larger first; a buffer no statement touches
+takes no bytes of its own, and mbarriers (shared ``uint64`` tiles) never share theirs. The result goes to
 ``Kernel.annotations["smem_offsets"]`` (with ``"smem_bytes"``, the total), which codegen and
 the emulator follow. ``tl.disable_shared_memory_reuse`` gives every buffer bytes of its own.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from tegula.errors import UnsupportedError
+from tegula.ir import dtype as dt
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.ir.visitor import Mutator
 from tegula.backends.cuda.passes.insert_barriers import barrier
@@ -39,10 +41,17 @@ def align(n: int, a: int = SMEM_ALIGN) -> int:
     return -(-n // a) * a
 
 
+def _is_mbarrier(b: Any) -> bool:
+    """Shared ``uint64`` tiles hold mbarriers (``T.alloc_barrier``, TMA stage barriers)."""
+    return b.dtype == dt.uint64
+
+
 def _handoff(live: Liveness, a: Any, b: Any) -> Optional[set]:
     """How ``b`` may take over bytes of ``a``: an empty set when barriers already separate them,
     the top-level statement to put a barrier in front of (a one-element set), or None."""
     if a not in live.first or b not in live.first or live.overlap(a, b):
+        return None
+    if _is_mbarrier(a) or _is_mbarrier(b):  # mbarrier memory is not repurposed (PTX: mbarrier.inval first)
         return None
     early, late = (a, b) if live.last[a] < live.first[b] else (b, a)
     x, y = live.last[early], live.first[late]
@@ -66,6 +75,9 @@ def plan_kernel(k: Kernel, reuse: bool = True, add_barriers: bool = True) -> tup
     order = sorted(shared, key=lambda b: (live.first.get(b, -1), -b.nbytes()))
     aligns = k.annotations.get("smem_align") or {}  # buffers that need more than SMEM_ALIGN
     for b in order:
+        if reuse and b not in live.first:  # never touched (a tile of a branch not taken): no bytes
+            offsets[b] = 0
+            continue
         size = align(b.nbytes())
         a = max(SMEM_ALIGN, aligns.get(b, SMEM_ALIGN))
         how = {id(o): (_handoff(live, o, b) if reuse else None) for _, _, o in placed}
