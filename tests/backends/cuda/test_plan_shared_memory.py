@@ -229,3 +229,19 @@ def test_mbarriers_never_share_bytes(target, rng):
     x = rng.standard_normal(128).astype(np.float32)
     k = tegula.compile(barrier_then_tile, out_idx=[1], target=f"cuda-emu:{target.arch}")
     np.testing.assert_array_equal(k(x), x[::-1])
+
+
+def test_shared_bytes_with_tma_stages_compute_the_same_on_the_hopper_emulator(rng):
+    """sm_90a: the K/V stages arrive by TMA on mbarriers; the planner keeps them apart from
+    everything live in the loop, and O_s still reuses Q_s after it."""
+    prim = decode(stages=2)
+    off, _ = offsets(prim, SM90)
+    assert overlaps(off, "O_s", "Q_s") and not overlaps(off, "KV_s", "Q_s")
+    q = rng.standard_normal((16, 64)).astype(np.float16)
+    qp = rng.standard_normal((16, 32)).astype(np.float16)
+    kv = rng.standard_normal((256, 64)).astype(np.float16)
+    kp = rng.standard_normal((256, 32)).astype(np.float16)
+    k = tegula.compile(prim, out_idx=[-1], target="cuda-emu:sm_90a")
+    assert "tma" in k.get_kernel_source()
+    np.testing.assert_allclose(k(q, qp, kv, kp).astype(np.float64), decode_reference(q, qp, kv, kp),
+                               rtol=2e-2, atol=2e-2)
