@@ -64,3 +64,22 @@ def test_disable_cache():
         assert config.get().disable_cache
         tilelang.enable_cache()
         assert not config.get().disable_cache
+
+
+def test_profiler_allclose_tolerates_one_percent_of_mismatches_by_default(rng):
+    k = tilelang.compile(gemm(), out_idx=[-1], target="cpu")
+    p = k.get_profiler()
+    ins = p.make_inputs()
+
+    def off_by(n):
+        def ref(a, b):
+            want = (a.double() @ b.double()).numpy()
+            want.reshape(-1)[:n] += 1.0
+            return want
+        return ref
+
+    p.assert_allclose(off_by(40), input_tensors=ins)          # 40 of 4096: under 1%
+    with pytest.raises(AssertionError, match="41 of 4096"):
+        p.assert_allclose(off_by(41), input_tensors=ins)
+    with pytest.raises(AssertionError, match="1 of 4096"):
+        p.assert_allclose(off_by(1), input_tensors=ins, max_mismatched_ratio=0.0)
