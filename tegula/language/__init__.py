@@ -18,6 +18,8 @@ from tegula.language.ascend import (Cube, Scope, SimdVF, SimtVF, Stage, Task, Ve
                                     ascend_pipe_barrier, ascend_set_flag, ascend_wait_flag, dual_copy,
                                     barrier_all, gemm_v0, mma, pipe_barrier, set_cross_flag,
                                     set_flag, tile, wait_cross_flag, wait_flag)
+from tegula.language.hopper import (fence_proxy_async, set_max_nreg, tma_copy, wait_wgmma,
+                                    warp_specialize, wgmma_gemm, ws)
 from tegula.language.lowlevel import *  # noqa: F401,F403 (its __all__: TIR-level spellings)
 from tegula.language.proxy import Tensor, alloc_buffer, alloc_global, const, dynamic, empty, symbolic
 from tegula.language.views import im2col, let, reshape, transpose, view  # noqa: F401

@@ -293,6 +293,8 @@ def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma:
             f"T.copy: coalesced_width must be a positive Python int, got {coalesced_width!r}",
             hint="the third argument of T.copy is coalesced_width; copy one pair of tiles per call"
             if extra else None)
+    if disable_tma:  # TMA pipelining leaves the loop to cp.async
+        annotations = {**(annotations or {}), "disable_tma": True}
     if not annotations:
         _emit_op("T.copy", Copy, src, dst)
         return

@@ -6,9 +6,11 @@ buffers and their sizes and says what to shrink; nothing is compiled.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from tegula.errors import ResourceError, UnsupportedError
 from tegula.ir.expr import Builtin
-from tegula.ir.stmt import Kernel, PrimFunc
+from tegula.ir.stmt import AttrStmt, Kernel, PrimFunc
 from tegula.ir.visitor import Visitor
 from tegula.backends.cuda.passes.plan_shared_memory import align
 
@@ -36,6 +38,10 @@ def kernel_smem(k: Kernel) -> list[tuple[str, tuple, str, int]]:
 SM90_ONLY = {"tl::mbarrier_expect_tx": "T.mbarrier_expect_tx",
              "tl::mbarrier_arrive_expect_tx": "T.mbarrier_arrive with a transaction count",
              "tl::pdl_trigger": "T.pdl_trigger", "tl::pdl_sync": "T.pdl_sync"}
+# the same, for calls the interpreter runs as their plain meaning (nothing, or an ordinary copy
+# under AttrStmt("hopper_only", primitive)) but a GPU build for an older arch cannot
+SM90_PLAIN = {"tl::set_max_nreg": "T.set_max_nreg", "tl::fence_proxy_async": "T.fence_proxy_async",
+              "tl::wgmma_wait_group": "T.wait_wgmma"}
 
 
 def _cc(arch: str) -> int:
@@ -43,9 +49,16 @@ def _cc(arch: str) -> int:
     return int(digits) if digits else 80
 
 
-def check_resources(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
+def check_resources(func: PrimFunc, arch: str = "sm_80", interpret: bool = False) -> PrimFunc:
+    """``interpret``: the lowered code runs on the interpreter, where Hopper-only calls keep
+    their plain meaning (``SM90_PLAIN``)."""
     limit = smem_limit(arch)
     old_arch = _cc(arch) < 90
+
+    def hopper_only(what: str, span: Any) -> UnsupportedError:
+        return UnsupportedError(f"{what} needs sm_90 (Hopper) or newer; this kernel is built for "
+                                f"{arch}", span, hint="build for cuda:sm_90a (H100, H200), or leave "
+                                "the Hopper-only calls out")
 
     class V(Visitor):
         def visit_Builtin(self, e: Builtin) -> None:
@@ -54,7 +67,14 @@ def check_resources(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
                                        f"kernel is built for {arch}", e.span,
                                        hint="build for cuda:sm_90a, or use T.mbarrier_arrive / "
                                        "T.mbarrier_wait_parity without transaction counts")
+            if old_arch and not interpret and e.name in SM90_PLAIN:
+                raise hopper_only(SM90_PLAIN[e.name], e.span)
             self.generic_visit(e)
+
+        def visit_AttrStmt(self, a: AttrStmt) -> None:
+            if old_arch and not interpret and a.key == "hopper_only":
+                raise hopper_only(a.value, a.span)
+            self.generic_visit(a)
 
         def visit_Kernel(self, k: Kernel) -> None:
             if k.num_threads > 1024:

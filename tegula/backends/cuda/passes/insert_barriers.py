@@ -25,14 +25,18 @@ from tegula.ir import dtype as dt
 from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel, LetStmt, PrimFunc,
                             SeqStmt, Stmt, While, seq)
+from tegula.ir.expr import const
 from tegula.ir.visitor import Mutator, Visitor, uses_var
+from tegula.language.hopper import WS_KEY
 
-_READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,)}
-_WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,)}
+# (a TMA load is the copy engine's, ordered by its mbarrier, not by the threads' barriers)
+_READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::tma_load": (),
+              "tl::wgmma_desc": (0,)}
+_WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,), "tl::tma_load": ()}
 
 
-def _is_sync(s: Stmt) -> bool:
-    return isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name == "sync_threads"
+def _is_sync(s: Stmt, name: str = "sync_threads") -> bool:
+    return isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name == name
 
 
 def barrier() -> Stmt:
@@ -55,6 +59,8 @@ class _Access(Visitor):
         self.generic_visit(n)
 
     def visit_Builtin(self, n: Builtin) -> None:
+        if n.name.startswith("tl::mbarrier_"):  # synchronization itself, not a data access
+            return
         for pos, a in enumerate(n.args):
             if isinstance(a, Builtin) and a.name == "address_of" and isinstance(a.args[0], BufferLoad):
                 buf = a.args[0].buffer
@@ -81,12 +87,20 @@ def accesses(s: Any) -> tuple[set, set]:
 
 
 class _State:
+    """The shared buffers read and written since the last barrier; ``region_*``: those of
+    warp-specialized regions, which later regions do not wait for (the program's mbarriers
+    order regions) but block-level code does."""
+
     def __init__(self) -> None:
         self.reads: set = set()
         self.writes: set = set()
+        self.region_reads: set = set()
+        self.region_writes: set = set()
 
-    def conflicts(self, reads: set, writes: set) -> bool:
-        return bool((reads | writes) & self.writes or writes & self.reads)
+    def conflicts(self, reads: set, writes: set, region: bool = False) -> bool:
+        rs, ws = (self.reads, self.writes) if region else (self.reads | self.region_reads,
+                                                           self.writes | self.region_writes)
+        return bool((reads | writes) & ws or writes & rs)
 
     def add(self, reads: set, writes: set) -> None:
         self.reads |= reads
@@ -94,16 +108,23 @@ class _State:
 
     def clear(self) -> None:
         self.reads, self.writes = set(), set()
+        self.region_reads, self.region_writes = set(), set()
 
     def copy(self) -> "_State":
         s = _State()
         s.reads, s.writes = set(self.reads), set(self.writes)
+        s.region_reads, s.region_writes = set(self.region_reads), set(self.region_writes)
         return s
 
 
 class _Inserter:
     def __init__(self, tid: Var):
         self.varying: list[Var] = [tid]
+        self.sync = barrier  # the barrier this code's threads meet at
+        self.sync_name = "sync_threads"
+
+    def is_sync(self, s: Stmt) -> bool:
+        return _is_sync(s, self.sync_name)
 
     def uniform(self, *nodes: Any) -> bool:
         return not any(n is not None and uses_var(n, self.varying) for n in nodes)
@@ -115,7 +136,7 @@ class _Inserter:
         return out
 
     def stmt(self, s: Stmt, st: _State) -> list[Stmt]:
-        if _is_sync(s):
+        if self.is_sync(s):
             st.clear()
             return [s]
         if isinstance(s, SeqStmt):
@@ -125,6 +146,8 @@ class _Inserter:
                 return self._tile_op(s, st)
             if s.key == "pipeline_issue":  # ordered by the pipeline's own barriers
                 return [s]
+            if s.key == WS_KEY:
+                return self._region(s, st)
             return [AttrStmt(s.key, s.value, seq(*self.block(_stmts(s.body), st)), span=s.span)]
         if isinstance(s, LetStmt):
             if not self.uniform(s.value):
@@ -134,40 +157,70 @@ class _Inserter:
             before = st.copy()
             body = self.block(_stmts(s.body), st)
             # the back edge: the next iteration's accesses up to its first barrier
-            head_r, head_w = _head_accesses(body)
-            if st.conflicts(head_r, head_w) and not (isinstance(s.extent, int) and s.extent <= 1):
-                body.append(barrier())
+            if _head_conflicts(body, st, self.is_sync) and not (isinstance(s.extent, int) and s.extent <= 1):
+                body.append(self.sync())
                 st.clear()
             st.add(before.reads, before.writes)  # the loop may not run at all
+            st.region_reads |= before.region_reads
+            st.region_writes |= before.region_writes
             return [For(s.var, s.start, s.extent, seq(*body), s.kind, s.step, dict(s.annotations), span=s.span)]
         if isinstance(s, IfThenElse) and self.uniform(s.cond):
             st_else = st.copy()
             then = self.block(_stmts(s.then), st)
             els = self.block(_stmts(s.else_), st_else) if s.else_ is not None else None
             st.add(st_else.reads, st_else.writes)
+            st.region_reads |= st_else.region_reads
+            st.region_writes |= st_else.region_writes
             return [IfThenElse(s.cond, seq(*then), seq(*els) if els is not None else None, span=s.span)]
         if isinstance(s, While) and self.uniform(s.cond):
             body = self.block(_stmts(s.body), st)
-            head_r, head_w = _head_accesses(body)
+            head_r, head_w = _head_accesses(body, self.is_sync)
             r0, w0 = accesses(s.cond)
             if st.conflicts(head_r | r0, head_w):
-                body.append(barrier())
+                body.append(self.sync())
                 st.clear()
             return [While(s.cond, seq(*body), span=s.span)]
         return self._leaf(s, st)
+
+    def _region(self, s: AttrStmt, st: _State) -> list[Stmt]:
+        """A warp-specialized region (``T.ws``): its threads order their own accesses with
+        their named barrier; between regions the program's mbarriers do, so what a region
+        touches stays out of the block's state. What the block left pending before it meets
+        the region's head at a block barrier."""
+        lo, n, bar_id = s.value
+        cond_if = s.body
+        assert isinstance(cond_if, IfThenElse)
+        inner = _Inserter(self.varying[0])
+        inner.varying = list(self.varying)
+        inner.sync = lambda: Evaluate(Builtin("tl::named_barrier_sync", (const(bar_id), const(n)), dt.bool_))
+        inner.sync_name = "tl::named_barrier_sync"
+        ist = _State()
+        body = inner.block(_stmts(cond_if.then), ist)
+        if _head_conflicts(body, ist, inner.is_sync):  # the region's next run (in a loop)
+            body.append(inner.sync())
+        out: list[Stmt] = []
+        head_r, head_w = _head_accesses(_stmts(cond_if.then), inner.is_sync)
+        if st.conflicts(head_r, head_w, region=True):
+            out.append(self.sync())
+            st.clear()
+        r, w = accesses(cond_if.then)
+        st.region_reads |= r
+        st.region_writes |= w
+        out.append(AttrStmt(s.key, s.value, IfThenElse(cond_if.cond, seq(*body), span=cond_if.span), span=s.span))
+        return out
 
     def _tile_op(self, s: AttrStmt, st: _State) -> list[Stmt]:
         """One lowered tile op: its threads split the work without barriers between them, except
         those it placed itself; so only its head (up to its first barrier) meets what came
         before, and only its tail (after its last barrier) stays pending."""
         body = _stmts(s.body)
-        syncs = [i for i, x in enumerate(body) if _is_sync(x)]
+        syncs = [i for i, x in enumerate(body) if self.is_sync(x)]
         if not syncs:
             return self._leaf(s, st)
-        head_r, head_w = _head_accesses(body)
+        head_r, head_w = _head_accesses(body, self.is_sync)
         out: list[Stmt] = []
         if st.conflicts(head_r, head_w):
-            out.append(barrier())
+            out.append(self.sync())
         st.clear()
         for x in body[syncs[-1] + 1:]:
             r, w = accesses(x)
@@ -179,7 +232,7 @@ class _Inserter:
         r, w = accesses(s)
         out: list[Stmt] = []
         if st.conflicts(r, w):
-            out.append(barrier())
+            out.append(self.sync())
             st.clear()
         st.add(r, w)
         out.append(s)
@@ -192,16 +245,28 @@ def _stmts(s: Any) -> list[Stmt]:
     return list(s.stmts) if isinstance(s, SeqStmt) else [s]
 
 
-def _head_accesses(body: list[Stmt]) -> tuple[set, set]:
+def _head_accesses(body: list[Stmt], is_sync: Any = _is_sync) -> tuple[set, set]:
     reads: set = set()
     writes: set = set()
     for s in body:
-        if _is_sync(s):
+        if is_sync(s):
             break
         r, w = accesses(s)
         reads |= r
         writes |= w
     return reads, writes
+
+
+def _head_conflicts(body: list[Stmt], st: _State, is_sync: Any) -> bool:
+    """Whether the accesses of ``body`` up to its first barrier meet those pending in ``st``
+    (a warp-specialized region's only those of block-level code)."""
+    for s in body:
+        if is_sync(s):
+            return False
+        r, w = accesses(s)
+        if st.conflicts(r, w, region=isinstance(s, AttrStmt) and s.key == WS_KEY):
+            return True
+    return False
 
 
 def insert_barriers(func: PrimFunc) -> PrimFunc:

@@ -147,9 +147,59 @@ def loop_pattern(vars_: list[Var], buf: Buffer, idx: tuple) -> Optional[str]:
     return None
 
 
+def layout_threads(kernel: Kernel) -> int:
+    """The threads that fragments are spread over: the block's, or in a warp-specialized kernel
+    (``T.ws`` regions) the threads of one region, where every fragment must then live."""
+    from tegula.errors import UnsupportedError
+    from tegula.language.hopper import WS_KEY
+
+    sizes: set = set()
+    outside: list = []
+
+    class V(Visitor):
+        def visit_AttrStmt(v, a: Any) -> None:
+            if a.key == WS_KEY:
+                sizes.add(a.value[1])
+                return
+            v.generic_visit(a)
+
+        def visit_BufferLoad(v, n: Any) -> None:
+            if n.buffer.is_fragment:
+                outside.append(n)
+            v.generic_visit(n)
+
+        def visit_BufferStore(v, n: Any) -> None:
+            if n.buffer.is_fragment:
+                outside.append(n)
+            v.generic_visit(n)
+
+        def visit(v, n: Any) -> Any:
+            if isinstance(n, TileOp):
+                for f in dataclasses.fields(n):
+                    b = getattr(getattr(n, f.name), "buffer", None)
+                    if isinstance(b, Buffer) and b.is_fragment:
+                        outside.append(n)
+                return None
+            return super().visit(n)
+
+    V().visit(kernel.body)
+    if not sizes:
+        return kernel.num_threads
+    if len(sizes) > 1:
+        raise UnsupportedError(f"warp-specialized regions of different sizes ({sorted(sizes)} threads) "
+                               "in one kernel are not supported", kernel.span,
+                               hint="give every T.ws region the same number of warpgroups")
+    if outside:
+        raise UnsupportedError("in a warp-specialized kernel, fragments are used only inside "
+                               "T.ws regions (each region's threads hold their own)",
+                               getattr(outside[0], "span", None) or kernel.span,
+                               hint="move this statement into the T.ws region that computes it")
+    return next(iter(sizes))
+
+
 def infer_layouts(kernel: Kernel) -> LayoutPlan:
     """The layout plan of one kernel (see the module docstring)."""
-    plan = LayoutPlan(threads=kernel.num_threads)
+    plan = LayoutPlan(threads=layout_threads(kernel))
     col = _Collect()
     col.visit(kernel.body)
     frags = [b for b in kernel.allocs if b.is_fragment]
@@ -312,7 +362,7 @@ def choose_shared_layouts(kernel: Kernel) -> dict:
         gemms: list = []
         post_order_visit(kernel.body, lambda n: gemms.append(n) if isinstance(n, Gemm) else None)
         layout_map = kernel.annotations.get("layout_map") or {}
-        out.update(wgmma_shared_layouts(wgmma_gemms(gemms, kernel.num_threads, layout_map)))
+        out.update(wgmma_shared_layouts(wgmma_gemms(gemms, layout_threads(kernel), layout_map)))
     for buf, lay in (kernel.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
         if buf.is_shared and isinstance(lay, (RowMajor, Swizzled, WgmmaShared, SharedLayout)):
             out[buf] = lay

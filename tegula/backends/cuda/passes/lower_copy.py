@@ -51,7 +51,7 @@ def _tile_idx(r: BufferRegion, buf_idx: tuple) -> tuple:
 
 @tile_rule(Copy, "cuda")
 def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
-    if "tma_bar" in c.annotations:  # marked by TmaPipeline (sm_90a)
+    if "tma_bar" in c.annotations:  # marked by TmaPipeline (sm_90a) or written as T.tma_copy
         from tegula.backends.cuda.passes.lower_tma import lower_tma_copy
 
         return lower_tma_copy(ctx, c, lambda plain: lower_copy(ctx, plain))

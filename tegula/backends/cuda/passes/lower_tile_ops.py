@@ -36,23 +36,25 @@ from tegula.backends.cuda.passes.lowering_context import (Ctx, block_expr, per_t
                                                           varies)
 from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain
 from tegula.layout.wgmma import WgmmaShared
+from tegula.language.hopper import WS_KEY
 
 
-def lower_tile_ops(func: PrimFunc) -> PrimFunc:
-    """Lower every kernel of ``func`` to thread-level IR."""
+def lower_tile_ops(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
+    """Lower every kernel of ``func`` to thread-level IR (``arch``: what Hopper-only calls
+    such as ``T.tma_copy`` become)."""
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            return lower_kernel(k)
+            return lower_kernel(k, arch)
 
     return M().visit(func)
 
 
-def lower_kernel(k: Kernel) -> Kernel:
+def lower_kernel(k: Kernel, arch: str = "sm_80") -> Kernel:
     """One kernel in thread-level form, with its layouts recorded in its annotations."""
     plan = infer_layouts(k)
     tid = k.thread_var if k.thread_var is not None else E.Var("tx")  # T.get_thread_binding's
-    ctx = Ctx(plan, tid, k.num_threads)
+    ctx = Ctx(plan, tid, k.num_threads, hopper=arch.startswith("sm_9"))
     # thread-level code: values derived from the thread index vary per thread, and an element
     # store or atomic that depends on one (or sits under control flow that does) is made by
     # every thread instead of by thread 0 alone
@@ -162,7 +164,54 @@ def _same(ctx: Ctx, s: Stmt) -> Stmt:
 def _attr(ctx: Ctx, s: AttrStmt) -> Stmt:
     if s.key == "wgmma_drain":  # after a loop that left wgmma groups in flight (TmaPipeline)
         return lower_wgmma_drain(ctx, s.value)
+    if s.key == WS_KEY:
+        return _warp_specialized(ctx, s)
     return AttrStmt(s.key, s.value, lower_block(ctx, s.body), span=s.span)
+
+
+def _warp_specialized(ctx: Ctx, s: AttrStmt) -> Stmt:
+    """``with T.ws(i):``: the region's threads run it, numbered from 0 inside (its tile ops are
+    computed by them alone), and its barriers are a named barrier for them.
+
+    Lowered form (warpgroup 1 of 256 threads)::
+
+        attr warp_specialize (128, 128, 2):          # first thread, threads, named barrier id
+            if 128 <= tx < 256:
+                wg_tx = tx - 128
+                ...                                  # __syncthreads() -> bar.sync 2, 128
+    """
+    lo, n = s.value
+    bar_id = 1 + lo // 128  # 0 is __syncthreads'
+    old = ctx.tid, ctx.threads, ctx.divergent
+    v = E.Var(ctx.fresh("wg_tx"))
+    ctx.tid, ctx.threads = v, n
+    ctx.varying.append(v)
+    ctx.bind_range(v, 0, n - 1)
+    try:
+        body = lower_block(ctx, s.body)
+    finally:
+        ctx.tid, ctx.threads, ctx.divergent = old
+    tx = old[0]
+    cond = E.binary("and", E.compare("ge", tx, lo), E.compare("lt", tx, lo + n)) if lo else E.compare("lt", tx, n)
+    body = named_barriers(seq(LetStmt(v, tx - lo if lo else tx + 0), body), bar_id, n)
+    return AttrStmt(WS_KEY, (lo, n, bar_id), IfThenElse(cond, body), span=s.span)
+
+
+def named_barriers(s: Stmt, bar_id: int, n: int) -> Stmt:
+    """``s`` with its ``__syncthreads()`` made the named barrier ``bar_id`` for ``n`` threads."""
+
+    class M(Mutator):
+        def visit_Evaluate(m, e: Evaluate) -> Stmt:
+            if isinstance(e.value, E.Builtin) and e.value.name == "sync_threads":
+                return Evaluate(E.Builtin("tl::named_barrier_sync", (E.const(bar_id), E.const(n)),
+                                          e.value.dtype), span=e.span)
+            return e
+
+    return M().visit(s)
+
+
+def _evaluate(ctx: Ctx, s: Evaluate) -> Stmt:
+    return Evaluate(block_expr(ctx, s.value), span=s.span)
 
 
 def _store(ctx: Ctx, s: BufferStore) -> Stmt:

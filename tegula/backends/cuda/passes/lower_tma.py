@@ -13,6 +13,10 @@ Each (global buffer, box, swizzle) gets a tensor map, a kernel parameter the lau
 ``cuTensorMapEncodeTiled`` (``tma_host``); they are listed in ``Kernel.annotations["tma_maps"]``.
 A tile whose layout no swizzle mode reproduces is copied by all threads with ordinary loads (the
 loop's barrier orders it like the others).
+
+A ``T.tma_copy`` the user wrote (annotation ``tma_user``) lowers the same way on sm_90; for an
+older arch it is a plain copy under ``AttrStmt("hopper_only", "T.tma_copy")``, which the
+interpreter runs and ``CheckResources`` rejects for a GPU build.
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Var
-from tegula.ir.stmt import Copy, Evaluate, IfThenElse, Stmt, seq
+from tegula.errors import UnsupportedError
+from tegula.ir.stmt import AttrStmt, Copy, Evaluate, IfThenElse, Stmt, seq
 from tegula.layout.shared import RowMajor, Swizzled
 from tegula.layout.wgmma import WgmmaShared
 from tegula.backends.cuda.passes.lowering_context import Ctx, addr, call, region_index
@@ -70,12 +75,24 @@ def lower_tma_copy(ctx: Ctx, c: Copy, plain: Any) -> Stmt:
     """The copy engine's loads for ``c``; ``plain(copy)`` lowers a copy the ordinary way."""
     bars, stage = c.annotations["tma_bar"], c.annotations["tma_stage"]
     src, dst = c.src, c.dst
+    rest = {k: v for k, v in c.annotations.items() if k not in ("tma_bar", "tma_stage", "tma_user")}
+    if c.annotations.get("tma_user"):
+        if not ctx.hopper:
+            return AttrStmt("hopper_only", "T.tma_copy", plain(Copy(src, dst, rest, span=c.span)),
+                            span=c.span)
+        from tegula.backends.cuda.passes.tma_pipeline import tma_copy_ok
+
+        if not tma_copy_ok(c):
+            raise UnsupportedError(
+                f"T.tma_copy: the copy engine cannot load '{src.buffer.name}' into "
+                f"'{dst.buffer.name}' (it needs a static global shape with 16-byte aligned row "
+                f"strides, boxes of at most 256 elements per dimension, and a whole 2-d shared "
+                f"tile of the same dtype)", c.span, hint="use T.copy for this tile")
     flat, lay = ctx.shared(dst.buffer)
     rows, cols = (int(d) for d in dst.buffer.shape[-2:])
     eb = src.buffer.dtype.itemsize
     got = _block_width(lay, cols, eb)
     if got is None:
-        rest = {k: v for k, v in c.annotations.items() if k not in ("tma_bar", "tma_stage")}
         return plain(Copy(src, dst, rest, span=c.span))
     W, sw = got
     if sw:  # the copy engine swizzles by address bits: the tile starts at the pattern's repeat

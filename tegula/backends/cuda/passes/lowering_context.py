@@ -51,6 +51,7 @@ class Ctx:
     smem_align: dict = field(default_factory=dict)    # flat shared Buffer -> alignment beyond 128 B
     smem_private: list = field(default_factory=list)  # shared scratch one tile op writes, then reads
     counter: int = 0
+    hopper: bool = False                              # the arch has TMA, mbarrier tx counts, wgmma
 
     def unroll(self, base: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:
         """``for v in unroll(extent): body_fn(v)`` with ``v``'s range known to bound analysis."""

@@ -125,7 +125,8 @@ def split_producers(loop: For, others: list[Stmt]) -> Optional[tuple[list[Copy],
     for s in body:
         if isinstance(s, LetStmt):
             lets[s.var] = substitute(s.value, lets)
-        if isinstance(s, Copy) and s.src.buffer.is_global and s.dst.buffer.is_shared:
+        if isinstance(s, Copy) and s.src.buffer.is_global and s.dst.buffer.is_shared \
+                and "tma_user" not in s.annotations:  # T.tma_copy: on the user's barriers
             src = substitute(s.src, lets)
             if not (set(collect_vars(src)) & inner_defs):
                 producers.append(Copy(src, s.dst, dict(s.annotations), span=s.span))

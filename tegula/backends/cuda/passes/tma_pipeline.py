@@ -59,7 +59,8 @@ def _one_thread(s: Stmt) -> Stmt:
 
 
 def tma_copy_ok(c: Copy) -> bool:
-    """True when the copy engine can do ``c`` (a producer copy, global -> shared)."""
+    """True when the copy engine can do ``c`` (a global -> shared copy into one whole 2-d tile of
+    its shared buffer, leading dimensions such as stages indexed)."""
     if c.src.buffer.data is not None:  # T.make_tensor: no tensor map for an address computed in the kernel
         return False
     src, dst = c.src, c.dst
@@ -68,7 +69,13 @@ def tma_copy_ok(c: Copy) -> bool:
         return False
     if not all(isinstance(d, int) for d in g.shape) or not all(isinstance(d, int) for d in t.shape):
         return False
-    if len(t.shape) != 2 or any(not (isinstance(e, int) and e == 1) for e in dst.extents[:-2]):
+    if c.annotations.get("disable_tma"):  # T.copy(..., disable_tma=True)
+        return False
+    if len(t.shape) < 2 or any(not (isinstance(e, int) and e == 1) for e in dst.extents[:-2]):
+        return False
+    from tegula.arith.simplify import const_int
+
+    if any(const_int(s) != 0 or e != d for (s, e), d in zip(dst.ranges[-2:], t.shape[-2:])):
         return False
     eb = g.dtype.itemsize
     stride = eb
@@ -79,7 +86,7 @@ def tma_copy_ok(c: Copy) -> bool:
     ext = src.extents
     if not all(isinstance(e, int) and 1 <= e <= MAX_BOX for e in ext[:-1]):
         return False
-    rows, cols = (int(x) for x in t.shape)
+    rows, cols = (int(x) for x in t.shape[-2:])
     big = [int(e) for e in ext if not (isinstance(e, int) and e == 1)]
     # the tile's columns are the source's innermost dimension; its rows one outer dimension
     return ext[-1] == cols and big == [rows, cols] and (cols * eb) % 16 == 0

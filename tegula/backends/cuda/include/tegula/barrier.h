@@ -71,6 +71,19 @@ TL_DEVICE void fence_barrier_init() {
 /// Order generic-proxy shared-memory accesses before later async-proxy ones (TMA store, wgmma).
 TL_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+#if TL_SM90A
+/// setmaxnreg: the warpgroup running it lowers (Inc = 0) or raises (Inc = 1) its registers per
+/// thread to N (24..256, a multiple of 8); every thread of the warpgroup must run it.
+template <int N, int Inc>
+TL_DEVICE void set_max_nreg() {
+  if constexpr (Inc) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+  } else {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+  }
+}
+#endif  // TL_SM90A
+
 /// Cluster-wide barrier: every thread of every CTA of the cluster arrives, then waits.
 TL_DEVICE void cluster_arrive() { asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory"); }
 TL_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }

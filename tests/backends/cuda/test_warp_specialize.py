@@ -1,0 +1,300 @@
+"""The Hopper expert API: ``T.ws`` regions, ``T.tma_copy`` on user barriers, ``T.set_max_nreg``,
+``T.fence_proxy_async``, ``T.wait_wgmma``, ``T.copy(disable_tma=)``.
+
+On the interpreter these kernels run with their plain meaning (copies, no register budgets); for
+sm_90a they compile to TMA, mbarriers and wgmma (compile-only here); for sm_80 a Hopper-only call
+is an error at its line; the ``gpu`` tests run them on an sm_90a GPU.
+"""
+import numpy as np
+import pytest
+
+import tegula
+import tegula.language as T
+from tegula.backends.cuda.compiler import available_backends
+from tegula.backends.cuda.pipeline import lower
+from tegula.errors import KernelTypeError, ScopeError, TegulaError, UnsupportedError
+from tegula.passconfig import PassConfigKey
+from tegula.target import Target
+
+needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
+
+
+def _ws_gemm(M, N, K, bm, bn, bk, stages=2, dtype="float16", nreg=False, fence=False):
+    """A producer warpgroup (1) loads A and B tiles by TMA into a ring of ``stages`` buffers; the
+    consumer warpgroup (0) waits for each, multiplies, and frees it (full/empty barriers)."""
+
+    @T.prim_func
+    def ws_gemm(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((stages, bm, bk), dtype)
+            B_s = T.alloc_shared((stages, bk, bn), dtype)
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            bars = T.alloc_barrier([128] * (2 * stages))  # full[0..S), empty[S..2S)
+            with T.ws(0):
+                T.clear(C_l)
+            for ko in range(T.ceildiv(K, bk)):
+                with T.ws(1):
+                    if nreg:
+                        T.set_max_nreg(40, 0)
+                    T.mbarrier_wait_parity(bars[ko % stages + stages], ((ko // stages) % 2) ^ 1)
+                    T.tma_copy(A[by * bm:(by + 1) * bm, ko * bk:(ko + 1) * bk], A_s[ko % stages, :, :],
+                               barrier=bars[ko % stages])
+                    T.tma_copy(B[ko * bk, bx * bn], B_s[ko % stages, :, :], barrier=bars[ko % stages])
+                    T.mbarrier_arrive(bars[ko % stages])
+                with T.ws(0):
+                    if nreg:
+                        T.set_max_nreg(232, 1)
+                    T.mbarrier_wait_parity(bars[ko % stages], (ko // stages) % 2)
+                    if fence:
+                        T.fence_proxy_async()
+                    T.gemm(A_s[ko % stages, :, :], B_s[ko % stages, :, :], C_l)
+                    T.mbarrier_arrive(bars[ko % stages + stages])
+            with T.ws(0):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return ws_gemm
+
+
+def _handoff_gemm(M, N, K, bm, bn, bk, producer=1, dtype="float16"):
+    """One shared tile each, handed back and forth on two barriers (data ready / compute done)."""
+    consumer = 1 - producer
+
+    @T.prim_func
+    def handoff(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared((bk, bn), dtype)
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            done = T.alloc_barrier(arrive_count=128)
+            with T.ws(consumer):
+                T.clear(C_l)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                with T.ws(producer):
+                    T.barrier_wait(done, (ko + 1) % 2)
+                    T.tma_copy(A[by * bm, ko * bk], A_s, barrier=ready)
+                    T.tma_copy(B[ko * bk, bx * bn], B_s, barrier=ready)
+                    T.barrier_arrive(ready)
+                with T.ws(consumer):
+                    T.barrier_wait(ready, ko % 2)
+                    T.gemm(A_s, B_s, C_l)
+                    T.barrier_arrive(done)
+            with T.ws(consumer):
+                T.copy(C_l, C[by * bm, bx * bn])
+
+    return handoff
+
+
+def _inputs(rng, M, N, K, dtype=np.float16):
+    return rng.standard_normal((M, K)).astype(dtype), rng.standard_normal((K, N)).astype(dtype)
+
+
+def _check(c, a, b, tol=2e-3):
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out = np.asarray(c, dtype=np.float64)
+    assert np.isfinite(out).all()
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < tol
+
+
+# ------------------------------------------------------------------------- the interpreter
+
+@pytest.mark.parametrize("make", [lambda: _ws_gemm(128, 192, 96, 64, 64, 32, 2, nreg=True, fence=True),
+                                  lambda: _ws_gemm(64, 64, 128, 64, 64, 32, 3),
+                                  lambda: _handoff_gemm(128, 64, 96, 64, 64, 32, producer=0),
+                                  lambda: _handoff_gemm(128, 64, 96, 64, 64, 32, producer=1)],
+                         ids=["ring2-nreg", "ring3", "handoff-p0", "handoff-p1"])
+def test_warp_specialized_gemm_on_the_interpreter(make, rng):
+    f = make()
+    M, K = (int(d) for d in f.params[0].shape)
+    N = int(f.params[1].shape[1])
+    a, b = _inputs(rng, M, N, K)
+    c = np.zeros((M, N), np.float16)
+    tegula.compile(f, target="cpu")(a, b, c)
+    _check(c, a, b)
+
+
+# ----------------------------------------------------------------------- sm_90a, compile-only
+
+def _lowered(f, arch="sm_90a", pass_configs=None):
+    return lower(f, Target("cuda", arch), pass_configs or {}).script()
+
+
+def test_regions_lower_to_warpgroup_branches_with_tma_and_no_block_barrier_in_the_loop():
+    s = _lowered(_ws_gemm(256, 256, 256, 128, 128, 64, 2))
+    loop = s[s.index("for ko in"):]
+    assert "if tx >= 128:" in loop and "if tx < 128:" in loop
+    assert loop.count("tl::tma_load") == 3  # A: one 128B-swizzle block; B: two of 64 columns
+    assert "tl::mbarrier_expect_tx" in loop and "tl::wgmma_ss" in loop
+    body = loop[:loop.index("warp_specialize: (0, 128, 1)", loop.index("wgmma_ss"))]
+    assert "sync_threads" not in body  # the regions hand tiles over on the user's mbarriers only
+
+
+def test_tile_ops_in_a_region_are_laid_out_for_its_threads():
+    s = _lowered(_ws_gemm(256, 256, 256, 128, 128, 64, 2))
+    assert "'C_l': 'WgmmaLayout(128, 128, 1)'" in s  # one warpgroup holds the whole accumulator
+
+
+def test_set_max_nreg_and_fence_lower_to_their_primitives():
+    s = _lowered(_ws_gemm(256, 256, 256, 128, 128, 64, 2, nreg=True, fence=True))
+    assert "tl::set_max_nreg(template=(40, 0)" in s and "tl::set_max_nreg(template=(232, 1)" in s
+    assert s.count("tl::fence_proxy_async") >= 2
+
+
+@needs_compiler
+@pytest.mark.parametrize("make", [lambda: _ws_gemm(512, 512, 512, 128, 128, 64, 2, nreg=True),
+                                  lambda: _handoff_gemm(512, 512, 512, 128, 128, 64)], ids=["ring", "handoff"])
+def test_warp_specialized_gemm_compiles_for_sm90a(make, tmp_path):
+    from tegula import config
+
+    with config.override(cache_dir=str(tmp_path)):
+        k = tegula.compile(make(), target="cuda:sm_90a")
+    src = k.get_kernel_source()
+    assert "__grid_constant__ tl::TensorMap" in src and "tl::tma_load(" in src and "tl::wgmma_ss<" in src
+    assert k.artifact.cubin
+
+
+def test_disable_tma_keeps_a_pipelined_copy_on_cp_async():
+    M = N = K = 512
+
+    @T.prim_func
+    def g(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            A_s = T.alloc_shared((128, 32), "float16")
+            B_s = T.alloc_shared((32, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(K // 32, num_stages=3):
+                T.copy(A[by * 128, k * 32], A_s, disable_tma=True)
+                T.copy(B[k * 32, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    s = _lowered(g)
+    assert "tl::tma_load" not in s and "tl::cp_async" in s
+    plain = _lowered(g.with_attr("x", 1) if hasattr(g, "with_attr") else g, pass_configs={})
+    assert "tl::cp_async" in plain
+
+
+# ------------------------------------------------------------------- errors, older GPUs
+
+def _raises_at(exc, fn, line_text):
+    with pytest.raises(exc) as ei:
+        fn()
+    text = str(ei.value)
+    assert line_text in text, text
+    assert "tegula/" not in text.split("hint")[0].replace("tegula/tests", "")
+    return text
+
+
+@pytest.mark.parametrize("target", ["cuda:sm_80", "cuda-emu"])
+def test_tma_copy_is_an_error_for_sm80(target):
+    f = _ws_gemm(128, 128, 128, 64, 64, 32, 2)
+    if target == "cuda-emu":
+        run = lambda: tegula.compile(f, target="cuda-emu")  # noqa: E731
+    else:
+        run = lambda: lower(f, Target("cuda", "sm_80"), {})  # noqa: E731
+    text = _raises_at(UnsupportedError, run, "T.tma_copy(A[by * bm")
+    assert "needs sm_90" in text and "sm_80" in text
+
+
+def test_set_max_nreg_is_an_error_for_sm80():
+    f = _ws_gemm(128, 128, 128, 64, 64, 32, 2, nreg=True)
+    text = _raises_at(UnsupportedError, lambda: lower(f, Target("cuda", "sm_80"), {}), "T.set_max_nreg(40, 0)")
+    assert "T.set_max_nreg needs sm_90" in text
+
+
+def _parse(fn):
+    return lambda: T.prim_func(fn)
+
+
+def test_region_errors_name_the_line():
+    def nested(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=256):
+            with T.ws(0):
+                with T.ws(0):
+                    T.fence_proxy_async()
+
+    _raises_at(ScopeError, _parse(nested), "with T.ws(0):")
+
+    def beyond(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=256):
+            with T.ws(2):
+                T.fence_proxy_async()
+
+    text = _raises_at(KernelTypeError, _parse(beyond), "with T.ws(2):")
+    assert "256..383" in text
+
+
+def test_fragment_outside_the_regions_is_an_error():
+    @T.prim_func
+    def outside(A: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=256):
+            A_s = T.alloc_shared((64, 64), "float16")
+            F = T.alloc_fragment((64, 64), "float32")
+            with T.ws(0):
+                T.copy(A, A_s)
+            T.copy(A_s, F)
+            T.copy(F, C)
+
+    _raises_at(UnsupportedError, lambda: lower(outside, Target("cuda", "sm_90a"), {}), "T.copy(A_s, F)")
+
+
+def test_tma_copy_argument_errors():
+    def no_barrier(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float16")
+            T.tma_copy(A, A_s)
+
+    _raises_at(KernelTypeError, _parse(no_barrier), "T.tma_copy(A, A_s)")
+
+    def from_shared(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            bar = T.alloc_barrier(1)
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            T.tma_copy(A_s, B_s, barrier=bar)
+
+    text = _raises_at(KernelTypeError, _parse(from_shared), "T.tma_copy(A_s, B_s, barrier=bar)")
+    assert "global memory into shared memory" in text
+
+    def bad_nreg(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128):
+            T.set_max_nreg(30, 1)
+
+    _raises_at(KernelTypeError, _parse(bad_nreg), "T.set_max_nreg(30, 1)")
+
+
+# --------------------------------------------------------------------------------- the GPU
+
+def _sm90a_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tegula.backends.cuda.compiler import detect_arch
+
+    if detect_arch() != "sm_90a":
+        pytest.skip("needs an sm_90a GPU")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make", [lambda: _ws_gemm(1024, 768, 512, 128, 128, 64, 2),
+                                  lambda: _ws_gemm(1000, 640, 520, 128, 128, 64, 3, nreg=True, fence=True),
+                                  lambda: _ws_gemm(512, 512, 512, 128, 256, 64, 2, dtype="bfloat16"),
+                                  lambda: _handoff_gemm(1024, 512, 512, 128, 128, 64, producer=0),
+                                  lambda: _handoff_gemm(512, 1024, 512, 128, 128, 64, producer=1)],
+                         ids=["ring2", "ring3-nreg-ragged", "ring2-bf16", "handoff-p0", "handoff-p1"])
+def test_warp_specialized_gemm_on_gpu(make, rng):
+    torch = _sm90a_gpu()
+    f = make()
+    M, K = (int(d) for d in f.params[0].shape)
+    N = int(f.params[1].shape[1])
+    dtype = f.params[0].dtype.name
+    tdt = getattr(torch, dtype)
+    a = torch.tensor(rng.standard_normal((M, K)), dtype=tdt, device="cuda")
+    b = torch.tensor(rng.standard_normal((K, N)), dtype=tdt, device="cuda")
+    c = torch.full((M, N), float("nan"), dtype=tdt, device="cuda")
+    tegula.compile(f, target="cuda")(a, b, c)
+    torch.cuda.synchronize()
+    _check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
+           tol=1e-2 if dtype == "bfloat16" else 2e-3)
