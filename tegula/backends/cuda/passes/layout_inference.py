@@ -41,7 +41,7 @@ from typing import Any, Optional
 from tegula.errors import LayoutError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Var
-from tegula.ir.stmt import (BufferStore, Copy, For, Gemm, Kernel, PrimFunc, Reduce, TileOp,
+from tegula.ir.stmt import (AttrStmt, BufferStore, Copy, For, Gemm, Kernel, PrimFunc, Reduce, TileOp,
                             parallel_nest)
 from tegula.ir.tile_rules import TILE_RULES, tile_rule
 from tegula.ir.visitor import Mutator, Visitor, post_order_visit
@@ -147,54 +147,57 @@ def loop_pattern(vars_: list[Var], buf: Buffer, idx: tuple) -> Optional[str]:
     return None
 
 
+def _uses_fragment(n: Any) -> bool:
+    if isinstance(n, (BufferLoad, BufferStore)):
+        return n.buffer.is_fragment
+    if isinstance(n, TileOp):
+        return any(isinstance(getattr(getattr(n, f.name), "buffer", None), Buffer)
+                   and getattr(n, f.name).buffer.is_fragment for f in dataclasses.fields(n))
+    return False
+
+
 def layout_threads(kernel: Kernel) -> int:
     """The threads that fragments are spread over: the block's, or in a warp-specialized kernel
-    (``T.ws`` regions) the threads of one region, where every fragment must then live."""
+    (``T.ws`` regions) the threads of the regions that compute on fragments, where every fragment
+    must then live."""
     from tegula.errors import UnsupportedError
     from tegula.language.hopper import WS_KEY
 
     sizes: set = set()
     outside: list = []
+    regions: list = []
 
     class V(Visitor):
-        def visit_AttrStmt(v, a: Any) -> None:
-            if a.key == WS_KEY:
-                sizes.add(a.value[1])
-                return
-            v.generic_visit(a)
-
-        def visit_BufferLoad(v, n: Any) -> None:
-            if n.buffer.is_fragment:
-                outside.append(n)
-            v.generic_visit(n)
-
-        def visit_BufferStore(v, n: Any) -> None:
-            if n.buffer.is_fragment:
-                outside.append(n)
-            v.generic_visit(n)
+        def __init__(v, found: list) -> None:
+            v.found = found
 
         def visit(v, n: Any) -> Any:
-            if isinstance(n, TileOp):
-                for f in dataclasses.fields(n):
-                    b = getattr(getattr(n, f.name), "buffer", None)
-                    if isinstance(b, Buffer) and b.is_fragment:
-                        outside.append(n)
+            if isinstance(n, AttrStmt) and n.key == WS_KEY:
+                regions.append(n)
+                inner: list = []
+                V(inner).visit(n.body)
+                if inner:
+                    sizes.add(n.value[1])
                 return None
+            if _uses_fragment(n):
+                v.found.append(n)
+                if isinstance(n, TileOp):
+                    return None
             return super().visit(n)
 
-    V().visit(kernel.body)
-    if not sizes:
+    V(outside).visit(kernel.body)
+    if not regions:
         return kernel.num_threads
     if len(sizes) > 1:
         raise UnsupportedError(f"warp-specialized regions of different sizes ({sorted(sizes)} threads) "
-                               "in one kernel are not supported", kernel.span,
-                               hint="give every T.ws region the same number of warpgroups")
+                               "compute on fragments in one kernel; that is not supported", kernel.span,
+                               hint="give every T.ws region that uses fragments the same warpgroup count")
     if outside:
         raise UnsupportedError("in a warp-specialized kernel, fragments are used only inside "
                                "T.ws regions (each region's threads hold their own)",
                                getattr(outside[0], "span", None) or kernel.span,
                                hint="move this statement into the T.ws region that computes it")
-    return next(iter(sizes))
+    return next(iter(sizes)) if sizes else kernel.num_threads
 
 
 def infer_layouts(kernel: Kernel) -> LayoutPlan:
