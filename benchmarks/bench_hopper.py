@@ -36,6 +36,8 @@ RESULTS: dict = {"sections": {}}
 MMA_SYNC = {PassConfigKey.TEGULA_DISABLE_WGMMA: True, PassConfigKey.TL_DISABLE_TMA_LOWER: True}
 NO_TMA = {PassConfigKey.TL_DISABLE_TMA_LOWER: True}
 OVERLAP = {PassConfigKey.TEGULA_WGMMA_OVERLAP: True}
+# the sm_90a default without the WarpSpecialize pass (TMA loads issued by the computing threads)
+NO_WS = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
 
 
 def tilelang_example(name: str):
@@ -73,6 +75,8 @@ def gemm_section(args):
     sizes = [4096] if args.quick else [4096, 8192]
     wg_configs = [(128, 256, 64, 3, 256), (128, 256, 64, 4, 256), (256, 128, 64, 3, 256), (256, 128, 64, 4, 256),
                   (128, 128, 64, 3, 256), (128, 256, 32, 4, 256)]
+    if args.configs:
+        wg_configs = wg_configs[:args.configs]
     mma_configs = [(128, 256, 32, 3, 256), (128, 128, 32, 3, 128)]
     tl_configs = [(128, 256, 64, 3, 256)]
     shapes = [(n, n, n) for n in sizes] + [(64, 8192, 8192)]
@@ -88,6 +92,8 @@ def gemm_section(args):
             cfgs = wg_configs if M > 64 else [(64, 128, 64, 4, 128), (64, 256, 64, 3, 128)]
             for label, configs, build in (
                 ("wgmma", cfgs, lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1], target="cuda")),
+                ("no_ws", cfgs, lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1],
+                                                         target="cuda", pass_configs=NO_WS)),
                 ("wgmma_overlap", [c for c in cfgs if c[3] >= 4] + [(128, 256, 64, 5, 256), (128, 128, 64, 5, 256)],
                  lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1], target="cuda",
                                           pass_configs=OVERLAP)),
@@ -99,7 +105,7 @@ def gemm_section(args):
                 ("tilelang", tl_configs if M > 64 else [(64, 128, 64, 3, 128)],
                  lambda c: tl_ex.matmul(M, N, K, *c, dtype=dtype)),
             ):
-                if label == "tilelang" and tl_ex is None:
+                if label == "tilelang" and tl_ex is None or label in args.skip:
                     continue
                 best = None
                 for c in configs:
@@ -123,10 +129,12 @@ def gemm_section(args):
                     row["wgmma_vs_tilelang"] = w / row["tilelang_tflops"]
                 if row.get("mma_sync_tflops"):
                     row["wgmma_vs_mma_sync"] = w / row["mma_sync_tflops"]
+                if row.get("no_ws_tflops"):
+                    row["wgmma_vs_no_ws"] = w / row["no_ws_tflops"]
             rows.append(row)
             print(row)
     table("GEMM (TFLOP/s)", rows, ["dtype", "shape", "cublas_tflops", "tilelang_tflops", "mma_sync_tflops",
-                                   "wgmma_cpasync_tflops", "wgmma_tflops", "wgmma_config", "wgmma_overlap_tflops",
+                                   "wgmma_cpasync_tflops", "no_ws_tflops", "wgmma_tflops", "wgmma_config", "wgmma_overlap_tflops",
                                    "wgmma_overlap_config", "wgmma_vs_cublas",
                                    "wgmma_vs_tilelang"])
     return rows
@@ -139,14 +147,14 @@ def attention_section(args):
 
     tl_ex = tilelang_example("flash_attention") if not args.no_tilelang else None
     rows = []
-    for dim in (64, 128):
-        for causal in (False, True):
-            batch, heads, seq = (4, 32, 4096) if dim == 64 else (4, 16, 4096)
+    for seq, dim, causal in [(s, d, c) for s in args.attn_seq for d in (64, 128) for c in (False, True)]:
+        if True:
+            batch, heads = ((4, 32) if dim == 64 else (4, 16)) if seq <= 4096 else ((1, 32) if dim == 64 else (1, 16))
             q = torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16)
             k_, v = torch.randn_like(q), torch.randn_like(q)
             ref = F.scaled_dot_product_attention(q, k_, v, is_causal=causal)
             flops = 4 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
-            row = {"dim": dim, "causal": causal}
+            row = {"dim": dim, "causal": causal, "shape": f"{batch}x{heads}x{seq}"}
             for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                 def run_sdpa(be=be):
                     with sdpa_kernel([be]):
@@ -155,14 +163,20 @@ def attention_section(args):
                 if t:
                     row[f"{name}_tflops"] = flops / t / 1e9
             configs = [(128, 128, 2, 256), (128, 64, 2, 128), (128, 128, 2, 128), (128, 128, 3, 256)]
+            if args.configs:
+                configs = configs[:1] + configs[2:][:args.configs - 1]
             for label, build in (
                 ("wgmma", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1], target="cuda")),
+                ("no_ws", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
+                                                   target="cuda", pass_configs=NO_WS)),
                 ("wgmma_cpasync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                            target="cuda", pass_configs=NO_TMA)),
                 ("mma_sync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                       target="cuda", pass_configs=MMA_SYNC)),
                 ("tilelang", lambda c: tl_ex.flash_attention(batch, heads, seq, dim, causal, 1, *c)),
             ):
+                if label in args.skip:
+                    continue
                 if label == "tilelang":
                     if tl_ex is None:
                         continue
@@ -191,9 +205,9 @@ def attention_section(args):
                     row[f"{label}_config"] = "x".join(map(str, best[1]))
             rows.append(row)
             print(row)
-    table("Flash attention forward (TFLOP/s)", rows, ["dim", "causal", "cudnn_tflops", "flash_tflops", "tilelang_tflops",
-                                                      "mma_sync_tflops", "wgmma_cpasync_tflops", "wgmma_tflops",
-                                                      "wgmma_config"])
+    table("Flash attention forward (TFLOP/s)", rows, ["shape", "dim", "causal", "cudnn_tflops", "flash_tflops",
+                                                      "tilelang_tflops", "mma_sync_tflops", "wgmma_cpasync_tflops",
+                                                      "no_ws_tflops", "wgmma_tflops", "wgmma_config"])
     return rows
 
 
@@ -240,7 +254,7 @@ def compile_section(args):
     from tegula import config
 
     rows = []
-    for label, pc in (("wgmma+tma", {}), ("wgmma", NO_TMA), ("mma_sync", MMA_SYNC)):
+    for label, pc in (("wgmma+tma+ws", {}), ("wgmma+tma", NO_WS), ("wgmma", NO_TMA), ("mma_sync", MMA_SYNC)):
         with config.override(disable_cache=True):
             t0 = time.perf_counter()
             tegula.compile(ex.matmul.get_tir(4096, 4096, 4096, 128, 256, 64, 3, 256), out_idx=[-1], target="cuda",
@@ -256,7 +270,12 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-tilelang", action="store_true")
     p.add_argument("--only", default="gemm,attention,fp8,compile")
+    p.add_argument("--skip", default="", help="labels left out, e.g. mma_sync,wgmma_cpasync")
+    p.add_argument("--configs", type=int, default=0, help="try only the first N configurations")
+    p.add_argument("--attn-seq", default="4096", help="attention sequence lengths (16384: batch 1)")
     args = p.parse_args()
+    args.skip = set(filter(None, args.skip.split(",")))
+    args.attn_seq = [int(x) for x in args.attn_seq.split(",")]
     RESULTS["device"] = torch.cuda.get_device_name(0)
     RESULTS["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     from tegula.backends.cuda.compiler import detect_arch

@@ -139,6 +139,8 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TL_DEVICE_COMPILE_FLAGS: "CUDA: extra NVRTC / nvcc options (a string or a list of strings)",
     K.TEGULA_DISABLE_BARRIER_INSERTION: "CUDA: skip the InsertBarriers pass",
     K.TL_DISABLE_SHARED_MEMORY_REUSE: "CUDA: PlanSharedMemory gives every shared buffer bytes of its own",
+    K.TL_DISABLE_TMA_LOWER: "CUDA sm_90a: no TMA loads (TmaPipeline and WarpSpecialize off; cp.async)",
+    K.TL_DISABLE_WARP_SPECIALIZED: "CUDA sm_90a: skip the WarpSpecialize pass",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",
     K.TL_ASCEND_AUTO_SYNC: "Ascend: insert the flags between pipes automatically",

@@ -267,6 +267,12 @@ class ScriptPrinter:
             self.stmt(x, depth)
 
     def stmt_AttrStmt(self, s: Any, depth: int) -> None:
+        if s.key == S.WARP_SPECIALIZE and len(s.value) == 2:  # tile level: as the user writes it
+            lo, n = s.value
+            groups = ", ".join(str(g) for g in range(lo // S.WARPGROUP, (lo + n) // S.WARPGROUP))
+            self.line(f"with T.ws({groups}):", depth)
+            self.block(s.body, depth + 1)
+            return
         where = f"  ({s.span.short()})" if s.span is not None else ""
         self.line(f"# {s.key}: {s.value}{where}", depth)
         self.stmt(s.body, depth)

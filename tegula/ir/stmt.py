@@ -92,6 +92,12 @@ class AttrStmt(Stmt):
     body: Stmt
 
 
+# the key of a warp-specialized region (``with T.ws(i):``): AttrStmt(WARP_SPECIALIZE, (first thread,
+# threads), body) at tile level; lowering adds the id of the region's named barrier to the value
+WARP_SPECIALIZE = "warp_specialize"
+WARPGROUP = 128  # threads of a warpgroup
+
+
 @dataclass(frozen=True, eq=False)
 class LetStmt(Stmt):
     """Binds ``var`` to ``value`` for the statements that follow it in the enclosing sequence."""

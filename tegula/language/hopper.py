@@ -22,14 +22,11 @@ from tegula.errors import KernelSyntaxError, KernelTypeError, ScopeError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
-from tegula.ir.stmt import AttrStmt, Copy, Evaluate, seq
+from tegula.ir.stmt import WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, seq
 from tegula.language import semantic
 from tegula.language.builder import current
 from tegula.language.primitives import _emit_op, _thread_var, gemm
 
-WARPGROUP = 128
-# the AttrStmt key of a warp-specialized region; its value is (first thread, threads)
-WS_KEY = "warp_specialize"
 
 
 @dataclass
@@ -66,7 +63,7 @@ class _WarpGroups:
                 parser.visit_body(body)
         finally:
             b.ws_region = None
-        b.emit(AttrStmt(WS_KEY, (lo, n), seq(*stmts)))
+        b.emit(AttrStmt(WARP_SPECIALIZE, (lo, n), seq(*stmts)))
 
 
 def ws(*warp_group_idx: int) -> _WarpGroups:

@@ -179,7 +179,9 @@ def test_every_tilelang_pass_config_key_is_accepted():
         assert passconfig.check_pass_configs({member: 1}) == {value: 1}
         assert passconfig.check_pass_configs({value: 1}) == {value: 1}
         assert passconfig.effect(value)  # documented: what it does, or that it has no effect
-    assert passconfig.effect("tl.disable_tma_lower") == passconfig.NO_EFFECT
+    assert passconfig.effect("tl.disable_tma_lower").startswith("CUDA sm_90a")
+    assert "WarpSpecialize" in passconfig.effect("tl.disable_warp_specialized")
+    assert passconfig.effect("tl.disable_safe_memory_legalize") == passconfig.NO_EFFECT
     assert "fast math" in passconfig.effect(tegula.PassConfigKey.TL_ENABLE_FAST_MATH)
     assert passconfig.check_pass_configs({"tir.disable_vectorize": True}) == {"tirx.disable_vectorize": True}
     table = passconfig.describe()

@@ -23,12 +23,18 @@ from tegula.backends.cuda.passes.plan_shared_memory import plan_shared_memory
 from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
 from tegula.backends.cuda.passes.tma_pipeline import tma_pipeline
 from tegula.backends.cuda.passes.use_wgmma import use_wgmma
+from tegula.backends.cuda.passes.warp_specialize import warp_specialize
 
 CUDA_PASSES: tuple[PassSpec, ...] = (
     PassSpec("Simplify", simplify_stmt, "fold the index arithmetic the frontend left"),
     # causal attention, ragged tails: most tiles take the copy without the mask
     PassSpec("SpecializeMasks", specialize_masks,
              "mask-free copies of masked T.Parallel loops, for tiles where the mask holds"),
+    # before TmaPipeline: the loops it takes are no longer T.Pipelined
+    PassSpec("WarpSpecialize", warp_specialize,
+             "a pipelined loop of TMA loads split: a producer warpgroup loads, the kernel's threads compute",
+             unless=PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, archs=("sm_90a",),
+             config_options=(("tma_off", PassConfigKey.TL_DISABLE_TMA_LOWER),)),
     # the loops it takes are no longer T.Pipelined, so PipelineCopies leaves them
     PassSpec("TmaPipeline", tma_pipeline,
              "T.Pipelined loops whose copies the copy engine can do: TMA into stages, on mbarriers",

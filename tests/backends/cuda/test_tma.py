@@ -19,8 +19,12 @@ from test_wgmma import _ex, _gemm  # noqa: E402
 needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
 
 
+# these tests are TmaPipeline's: the kernels WarpSpecialize would take first are left to it
+NO_WS = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
+
+
 def _kernel(func, pass_configs=None):
-    low = lower(func, Target("cuda", "sm_90a"), pass_configs or {})
+    low = lower(func, Target("cuda", "sm_90a"), {**NO_WS, **(pass_configs or {})})
     found = []
     post_order_visit(low.body, lambda n: found.append(n) if type(n).__name__ == "Kernel" else None)
     return found[0]
@@ -79,19 +83,20 @@ def test_wgmma_overlap_keeps_one_k_tile_in_flight(tmp_path):
     f = _gemm(1024, 1024, 1024, 128, 256, 64, 4, 256)
     with config.override(cache_dir=str(tmp_path)):
         src = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a",
-                             pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: True}).get_kernel_source()
+                             pass_configs={**NO_WS, PassConfigKey.TEGULA_WGMMA_OVERLAP: True}).get_kernel_source()
         loop = src[src.index("for (int k = 0"):]
         assert "wgmma_wait_group<1>" in loop and "if (k + 2 < 16)" in loop
         tail = loop[loop.index("wgmma_wait_group<1>"):]
         assert "wgmma_wait_group<0>" in tail  # drained after the loop, before the epilogue
         off = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a",
-                             pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: False}).get_kernel_source()
+                             pass_configs={**NO_WS, PassConfigKey.TEGULA_WGMMA_OVERLAP: False}).get_kernel_source()
         assert "wgmma_wait_group<1>" not in off and "if (k + 3 < 16)" in off
         # left to the pass: on for this 128x256 tile with 4 stages, off for 64x128 or 3 stages
-        auto = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
+        auto = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a", pass_configs=NO_WS).get_kernel_source()
         assert "wgmma_wait_group<1>" in auto
         for small in (_gemm(1024, 1024, 1024, 64, 128, 64, 4, 128), _gemm(1024, 1024, 1024, 128, 256, 64, 3, 256)):
-            assert "wgmma_wait_group<1>" not in tegula.compile(small, out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
+            assert "wgmma_wait_group<1>" not in tegula.compile(small, out_idx=[-1], target="cuda:sm_90a",
+                                                               pass_configs=NO_WS).get_kernel_source()
 
 
 @needs_compiler

@@ -298,3 +298,90 @@ def test_warp_specialized_gemm_on_gpu(make, rng):
     torch.cuda.synchronize()
     _check(c.double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
            tol=1e-2 if dtype == "bfloat16" else 2e-3)
+
+
+# ------------------------------------------------------------- the WarpSpecialize pass
+
+NO_WS = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
+
+
+def _example(name):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
+def test_pass_splits_the_example_gemm_into_producer_and_consumers():
+    f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256, dtype="float16")
+    s = _lowered(f)
+    assert "threads=384" in s and "# warp_specialize: (256, 128, 3)" in s and "# warp_specialize: (0, 256, 1)" in s
+    prod = s[s.index("# warp_specialize: (256, 128, 3)"):s.index("# warp_specialize: (0, 256, 1)")]
+    assert "tl::tma_load" in prod and "set_max_nreg(template=(40, 0)" in prod and "wgmma" not in prod
+    cons = s[s.index("# warp_specialize: (0, 256, 1)"):]
+    assert "tl::tma_load" not in cons and "set_max_nreg(template=(232, 1)" in cons and "wgmma_ss" in cons
+    assert "sync_threads" not in prod + cons  # the rings hand the stages over
+    assert "WgmmaLayout(128, 256, 2)" in s  # the consumers keep the block's layouts
+
+
+def test_pass_is_off_with_its_pass_config_with_tma_off_and_on_sm80():
+    f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256, dtype="float16")
+    assert "warp_specialize" not in _lowered(f, pass_configs=NO_WS)
+    assert "warp_specialize" not in _lowered(f, pass_configs={PassConfigKey.TL_DISABLE_TMA_LOWER: True})
+    assert "warp_specialize" not in _lowered(
+        _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 32, 3, 256), arch="sm_80")
+    from tegula.transform import pipeline_for
+
+    names = pipeline_for("cuda:sm_90a").names()
+    assert names.index("WarpSpecialize") < names.index("TmaPipeline")
+    assert "WarpSpecialize" not in pipeline_for("cuda:sm_90a", NO_WS).names()
+
+
+def test_pass_takes_attention_with_its_prologue_in_the_consumers():
+    f = _example("flash_attention").flash_attention(1, 2, 512, 128, True, 1, 128, 128, 2, 256)
+    s = _lowered(f)
+    assert "threads=384" in s
+    cons = s[s.index("# warp_specialize: (0, 256, 1)"):]
+    assert "tl::wgmma_rs" in cons and cons.count("tl::tma_load") == 0
+
+
+def test_pass_leaves_kernels_it_cannot_take():
+    """K = 70 halves: rows of 140 bytes, which TMA cannot load; 512 threads: no room for a producer."""
+    g = _example("gemm")
+    assert "warp_specialize" not in _lowered(g.matmul.get_tir(256, 256, 70, 128, 128, 32, 3, 128))
+    assert "warp_specialize" not in _lowered(g.matmul.get_tir(256, 256, 256, 128, 128, 32, 3, 512))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ws", [True, False])
+@pytest.mark.parametrize("case", ["gemm-fp16", "gemm-bf16-skinny", "attn-d128-causal", "attn-d64"])
+def test_pass_results_on_gpu(case, ws, rng):
+    torch = _sm90a_gpu()
+    pc = {} if ws else NO_WS
+    if case.startswith("gemm"):
+        dtype = "bfloat16" if "bf16" in case else "float16"
+        M, N, K, cfg = (64, 512, 384, (64, 128, 64, 4, 128)) if "skinny" in case else (1000, 768, 520, (128, 256, 64, 4, 256))
+        k = tegula.compile(_example("gemm").matmul.get_tir(M, N, K, *cfg, dtype=dtype), out_idx=[-1],
+                           target="cuda", pass_configs=pc)
+        assert ("tl::set_max_nreg" in k.get_kernel_source()) == ws
+        tdt = getattr(torch, dtype)
+        a = torch.tensor(rng.standard_normal((M, K)), dtype=tdt, device="cuda")
+        b = torch.tensor(rng.standard_normal((K, N)), dtype=tdt, device="cuda")
+        _check(k(a, b).double().cpu().numpy(), a.double().cpu().numpy(), b.double().cpu().numpy(),
+               tol=1e-2 if dtype == "bfloat16" else 2e-3)
+        return
+    fa = _example("flash_attention")
+    dim, causal = (128, True) if "d128" in case else (64, False)
+    B, H, S = 1, 2, 300
+    k = tegula.compile(fa.flash_attention(B, H, S, dim, causal, 1, 128, 128, 2, 256), out_idx=[-1],
+                       target="cuda", pass_configs=pc)
+    q, kk, v = (rng.standard_normal((B, H, S, dim)) for _ in range(3))
+    o = k(*(torch.tensor(x, dtype=torch.float16, device="cuda") for x in (q, kk, v)))
+    ref = fa.reference(q.astype(np.float16), kk.astype(np.float16), v.astype(np.float16), causal)
+    out = o.double().cpu().numpy()
+    assert np.isfinite(out).all() and np.abs(out - ref).max() < 2e-2

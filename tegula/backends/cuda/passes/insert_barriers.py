@@ -23,11 +23,11 @@ from typing import Any
 
 from tegula.ir import dtype as dt
 from tegula.ir.expr import Builtin, BufferLoad, Var
-from tegula.ir.stmt import (AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel, LetStmt, PrimFunc,
+from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel,
+                            LetStmt, PrimFunc,
                             SeqStmt, Stmt, While, seq)
 from tegula.ir.expr import const
 from tegula.ir.visitor import Mutator, Visitor, uses_var
-from tegula.language.hopper import WS_KEY
 
 # (a TMA load is the copy engine's, ordered by its mbarrier, not by the threads' barriers)
 _READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::tma_load": (),
@@ -146,7 +146,7 @@ class _Inserter:
                 return self._tile_op(s, st)
             if s.key == "pipeline_issue":  # ordered by the pipeline's own barriers
                 return [s]
-            if s.key == WS_KEY:
+            if s.key == WARP_SPECIALIZE:
                 return self._region(s, st)
             return [AttrStmt(s.key, s.value, seq(*self.block(_stmts(s.body), st)), span=s.span)]
         if isinstance(s, LetStmt):
@@ -264,7 +264,7 @@ def _head_conflicts(body: list[Stmt], st: _State, is_sync: Any) -> bool:
         if is_sync(s):
             return False
         r, w = accesses(s)
-        if st.conflicts(r, w, region=isinstance(s, AttrStmt) and s.key == WS_KEY):
+        if st.conflicts(r, w, region=isinstance(s, AttrStmt) and s.key == WARP_SPECIALIZE):
             return True
     return False
 

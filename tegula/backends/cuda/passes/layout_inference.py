@@ -41,7 +41,8 @@ from typing import Any, Optional
 from tegula.errors import LayoutError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Var
-from tegula.ir.stmt import (AttrStmt, BufferStore, Copy, For, Gemm, Kernel, PrimFunc, Reduce, TileOp,
+from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Copy, For, Gemm, Kernel, PrimFunc,
+                            Reduce, TileOp,
                             parallel_nest)
 from tegula.ir.tile_rules import TILE_RULES, tile_rule
 from tegula.ir.visitor import Mutator, Visitor, post_order_visit
@@ -161,7 +162,6 @@ def layout_threads(kernel: Kernel) -> int:
     (``T.ws`` regions) the threads of the regions that compute on fragments, where every fragment
     must then live."""
     from tegula.errors import UnsupportedError
-    from tegula.language.hopper import WS_KEY
 
     sizes: set = set()
     outside: list = []
@@ -172,7 +172,7 @@ def layout_threads(kernel: Kernel) -> int:
             v.found = found
 
         def visit(v, n: Any) -> Any:
-            if isinstance(n, AttrStmt) and n.key == WS_KEY:
+            if isinstance(n, AttrStmt) and n.key == WARP_SPECIALIZE:
                 regions.append(n)
                 inner: list = []
                 V(inner).visit(n.body)

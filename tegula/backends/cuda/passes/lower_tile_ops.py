@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
-from tegula.ir.stmt import (AttrStmt, Break, BufferStore, Continue, Evaluate, For, IfThenElse,
+from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, Break, BufferStore, Continue, Evaluate, For,
+                            IfThenElse,
                             Kernel, LetStmt, PrimFunc, SeqStmt, Stmt, TileOp, While, seq)
 from tegula.ir.tile_rules import TILE_RULES
 from tegula.ir.visitor import Mutator
@@ -36,7 +37,6 @@ from tegula.backends.cuda.passes.lowering_context import (Ctx, block_expr, per_t
                                                           varies)
 from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain
 from tegula.layout.wgmma import WgmmaShared
-from tegula.language.hopper import WS_KEY
 
 
 def lower_tile_ops(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
@@ -164,7 +164,7 @@ def _same(ctx: Ctx, s: Stmt) -> Stmt:
 def _attr(ctx: Ctx, s: AttrStmt) -> Stmt:
     if s.key == "wgmma_drain":  # after a loop that left wgmma groups in flight (TmaPipeline)
         return lower_wgmma_drain(ctx, s.value)
-    if s.key == WS_KEY:
+    if s.key == WARP_SPECIALIZE:
         return _warp_specialized(ctx, s)
     return AttrStmt(s.key, s.value, lower_block(ctx, s.body), span=s.span)
 
@@ -194,7 +194,7 @@ def _warp_specialized(ctx: Ctx, s: AttrStmt) -> Stmt:
     tx = old[0]
     cond = E.binary("and", E.compare("ge", tx, lo), E.compare("lt", tx, lo + n)) if lo else E.compare("lt", tx, n)
     body = named_barriers(seq(LetStmt(v, tx - lo if lo else tx + 0), body), bar_id, n)
-    return AttrStmt(WS_KEY, (lo, n, bar_id), IfThenElse(cond, body), span=s.span)
+    return AttrStmt(WARP_SPECIALIZE, (lo, n, bar_id), IfThenElse(cond, body), span=s.span)
 
 
 def named_barriers(s: Stmt, bar_id: int, n: int) -> Stmt:

@@ -1,0 +1,147 @@
+"""WarpSpecialize (sm_90a): a kernel's ``T.Pipelined`` loop whose producer copies the copy engine
+can do is split between warpgroups: one extra *producer* warpgroup issues the TMA loads into
+``S`` stages, the kernel's own threads (the *consumers*) wait for each stage, compute, and free it.
+Two rings of mbarriers hand the stages over: ``full[s]`` (the producer's 128 arrivals and the
+bytes of the stage) and ``empty[s]`` (every consumer thread's arrival). The producer gives up
+registers (``setmaxnreg`` down to 40) and the consumers take them (up to 232).
+
+Taken when the kernel is tile-level code with a block of 128 or 256 threads, the loop sits at the
+top of the kernel body (the other top-level statements, except lets of index arithmetic, go to the
+consumers), it is the only pipelined loop, and every producer passes ``tma_copy_ok``; other
+kernels are left to ``TmaPipeline``. ``tl.disable_warp_specialized`` (or ``tl.disable_tma_lower``)
+turns the pass off.
+
+Before/after (S = 2, 256 threads; the kernel gets 384)::
+
+    T.clear(C)                              bars = T.alloc_barrier([128, 128, 256, 256])  # full, empty
+    for k in T.Pipelined(n, num_stages=2):  with T.ws(2):                       # producer
+        T.copy(A[.., k * 64], A_s)              T.set_max_nreg(40, 0)
+        T.gemm(A_s, B_s, C)                     for k in T.serial(n):
+    T.copy(C, D[..])                                T.mbarrier_wait_parity(bars[2 + k % 2], (k // 2) % 2 ^ 1)
+                                                    T.tma_copy(A[.., k * 64], A_s[k % 2], barrier=bars[k % 2])
+                                                    T.mbarrier_arrive(bars[k % 2])
+                                            with T.ws(0, 1):                    # consumers
+                                                T.set_max_nreg(232, 1)
+                                                T.clear(C)
+                                                for k in T.serial(n):
+                                                    T.mbarrier_wait_parity(bars[k % 2], (k // 2) % 2)
+                                                    T.gemm(A_s[k % 2], B_s, C)
+                                                    T.mbarrier_arrive(bars[2 + k % 2])
+                                                T.copy(C, D[..])
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.buffer import Buffer
+from tegula.ir.expr import Builtin, BufferLoad, Var
+from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, IfThenElse, Kernel,
+                            LetStmt, PrimFunc, SeqStmt, Stmt, seq)
+from tegula.ir.visitor import Mutator, post_order_visit
+from tegula.backends.cuda.passes.pipeline_copies import _Restage, pipeline_parts, staged_tiles
+from tegula.backends.cuda.passes.tma_pipeline import tma_copy_ok
+
+# registers per thread after setmaxnreg: the producer's and the consumers'
+# (40 * 128 + 232 * 256 fits the 64K registers of an SM with one block of 384 threads)
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
+
+
+def _call(name: str, *args: Any, template: tuple = ()) -> Stmt:
+    attrs = (("template", template),) if template else ()
+    return Evaluate(Builtin(name, tuple(E.as_expr(a) for a in args), dt.bool_, attrs))
+
+
+def _bar(bars: Buffer, i: E.Expr) -> Builtin:
+    return Builtin("address_of", (BufferLoad(bars, (i,)),), dt.int64, (("ctype", "uint64_t"),))
+
+
+def _reads_memory(e: Any) -> bool:
+    found: list = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
+    return bool(found)
+
+
+def _pipelined_loops(s: Stmt) -> int:
+    n: list = []
+    post_order_visit(s, lambda x: n.append(x) if isinstance(x, For) and x.kind == "pipelined" else None)
+    return len(n)
+
+
+def _specialize(k: Kernel) -> Optional[Kernel]:
+    T = k.num_threads
+    if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
+        return None
+    body = list(k.body.stmts) if isinstance(k.body, SeqStmt) else [k.body]
+    loops = [i for i, s in enumerate(body) if isinstance(s, For) and s.kind == "pipelined"]
+    if len(loops) != 1 or _pipelined_loops(k.body) != 1:
+        return None
+    li = loops[0]
+    loop = body[li]
+    parts = pipeline_parts(loop, body[li + 1:])
+    if parts is None:
+        return None
+    S, producers, consumers = parts
+    if not all(tma_copy_ok(p) for p in producers):
+        return None
+    # lets of index arithmetic stay where every thread sees them; the rest is the consumers'
+    lets = [s for s in body if isinstance(s, LetStmt)]
+    if any(_reads_memory(s.value) for s in lets):
+        return None
+    before = [s for s in body[:li] if not isinstance(s, LetStmt)]
+    after = [s for s in body[li + 1:] if not isinstance(s, LetStmt)]
+    if any(isinstance(s, LetStmt) for s in body[li + 1:]):
+        return None
+
+    new_allocs: dict = {}
+    mb = staged_tiles(producers, S, new_allocs)
+    bars = Buffer(f"{loop.var.name}_bars", (2 * S,), dt.uint64, "shared", span=loop.span)
+    tx = Var("tx")
+    kv, n, start = loop.var, loop.extent, loop.start
+    it = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
+    stage = it % S
+    parity = (it // S) % 2
+    producer = T // WARPGROUP
+    consumers_ids = tuple(range(producer))
+
+    loads = [Copy(p.src, _Restage(mb, stage).visit(p.dst),
+                  {**p.annotations, "tma_bar": bars, "tma_stage": stage, "tma_user": True}, span=p.span)
+             for p in producers]
+    prod_loop = For(kv, start, n, seq(
+        _call("tl::mbarrier_wait", _bar(bars, S + stage), E.binary("bitxor", parity, 1)),
+        *loads,
+        _call("tl::mbarrier_arrive", _bar(bars, stage))), "serial", 1, {}, span=loop.span)
+    cons_loop = For(kv, start, n, seq(
+        _call("tl::mbarrier_wait", _bar(bars, stage), parity),
+        _Restage(mb, stage).visit(seq(*consumers)),
+        _call("tl::mbarrier_arrive", _bar(bars, S + stage))), "serial", 1,
+        {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")},
+        span=loop.span)
+    lo_p = producer * WARPGROUP
+    init = seq(IfThenElse(E.compare("eq", tx, 0), seq(
+        *[_call("tl::mbarrier_init", _bar(bars, E.const(s)), WARPGROUP) for s in range(S)],
+        *[_call("tl::mbarrier_init", _bar(bars, E.const(S + s)), T) for s in range(S)],
+        _call("tl::fence_barrier_init"))), _call("sync_threads"))
+    prod = AttrStmt(WARP_SPECIALIZE, (lo_p, WARPGROUP), seq(
+        _call("tl::set_max_nreg", template=(PRODUCER_REGS, 0)), prod_loop), span=loop.span)
+    cons = AttrStmt(WARP_SPECIALIZE, (0, T), seq(
+        _call("tl::set_max_nreg", template=(CONSUMER_REGS, 1)), *before, cons_loop, *after), span=loop.span)
+    allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + (bars,)
+    return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*lets, init, prod, cons),
+                               thread_var=tx, annotations={**k.annotations, "warp_specialized": consumers_ids})
+
+
+def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None) -> PrimFunc:
+    """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
+    consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing)."""
+    if tma_off:
+        return func
+
+    class M(Mutator):
+        def visit_Kernel(self, k: Kernel) -> Kernel:
+            got = _specialize(k)
+            return k if got is None else got
+
+    return M().visit(func)
