@@ -290,8 +290,8 @@ def main() -> None:
         except Exception as e:  # a failing section must not hide the others
             traceback.print_exc()
             RESULTS["sections"][name] = {"error": f"{type(e).__name__}: {e}"[:2000]}
-    if args.out:
-        Path(args.out).write_text(json.dumps(RESULTS, indent=1, default=str))
+        if args.out:  # after every section, so a run cut short keeps what it measured
+            Path(args.out).write_text(json.dumps(RESULTS, indent=1, default=str))
     print(json.dumps({k: v for k, v in RESULTS.items() if k != "sections"}))
 
 

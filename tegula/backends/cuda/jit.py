@@ -20,6 +20,15 @@ from tegula.backends.cuda import cache, postproc
 from tegula.backends.cuda.compiler import CompileResult, compile_cuda, detect_arch
 
 
+def _param_meta(p: Any) -> dict:
+    """A kernel parameter in the cache's metadata; a tensor map with what rebuilds it."""
+    out = {"name": p.name, "kind": p.kind, "dtype": p.dtype.name}
+    if p.kind == "tmap":
+        pos, m = p.source
+        out.update(pos=pos, box=list(m.box), swizzle=m.swizzle)
+    return out
+
+
 class CudaArtifact:
     """A compiled CUDA module: ``source`` (CUDA C++), ``cubin``, ``metadata`` and ``run(values)``."""
 
@@ -37,7 +46,7 @@ class CudaArtifact:
             "log": result.log,
             "kernels": [{"name": k.name, "grid": [str(g) for g in k.grid], "block": list(k.block),
                          "dynamic_smem_bytes": k.smem_bytes} for k in module.kernels],
-            "params": [{"name": p.name, "kind": p.kind, "dtype": p.dtype.name} for p in module.params],
+            "params": [_param_meta(p) for p in module.params],
         }
         self._launcher: Any = None
 
@@ -135,7 +144,7 @@ def _ir_key(func: PrimFunc, arch: str, pass_configs: dict, pipeline: Pipeline) -
 def _module_from_cache(func: PrimFunc, source: str, meta: dict) -> Optional[CudaModule]:
     """Launch information for a cached build, rebuilt from the tile-level function (the grid,
     block and parameters lowering does not change) and the entry's metadata."""
-    from tegula.backends.cuda.codegen import KernelInfo, _kernels_of, _params
+    from tegula.backends.cuda.codegen import KernelInfo, ParamInfo, _kernels_of, _params
 
     kernels = _kernels_of(func)
     saved = meta.get("kernels") or []
@@ -145,7 +154,20 @@ def _module_from_cache(func: PrimFunc, source: str, meta: dict) -> Optional[Cuda
     for k, m in zip(kernels, saved):
         grid = tuple(k.grid) + (1,) * (3 - len(k.grid))
         infos.append(KernelInfo(m["name"], grid, tuple(m["block"]), int(m["dynamic_smem_bytes"])))
-    return CudaModule(source, infos, _params(func), list(meta.get("headers", [])))
+    params = _params(func)
+    from tegula.backends.cuda.passes.lower_tma import TmaMap
+    from tegula.ir import dtype as dt
+    from tegula.ir.expr import Var
+
+    # the tensor maps are made in lowering, which a cached build skips: rebuilt from the entry
+    for m in meta.get("params") or []:
+        if m["kind"] == "tmap":
+            buf = func.params[int(m["pos"])]
+            tm = TmaMap(Var(m["name"], dt.uint64), buf, tuple(int(b) for b in m["box"]), int(m["swizzle"]))
+            params.append(ParamInfo(m["name"], "tmap", buf.dtype, (int(m["pos"]), tm), tm.var))
+    if [p.name for p in params] != [m["name"] for m in meta.get("params") or []]:
+        return None
+    return CudaModule(source, infos, params, list(meta.get("headers", [])))
 
 
 def build(func: PrimFunc, target: Target, pass_configs: dict,

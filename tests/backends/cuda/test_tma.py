@@ -107,3 +107,20 @@ def test_wgmma_overlap_leaves_loops_that_read_the_accumulator(tmp_path):
                              target="cuda:sm_90a",
                              pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: True}).get_kernel_source()
         assert "wgmma_wait_group<1>" not in src and "tl::tma_load(" in src
+
+
+@needs_compiler
+def test_a_cached_build_keeps_its_tensor_map_parameters(tmp_path):
+    """A build loaded from the disk cache skips lowering, where the tensor maps are made: they come
+    back from the entry's metadata (without them the launch passes too few parameters)."""
+    f = _gemm(512, 512, 512, 128, 128, 64, 3, 256)
+    with config.override(cache_dir=str(tmp_path)):
+        first = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a")
+        again = tegula.compile(_gemm(512, 512, 512, 128, 128, 64, 3, 256), out_idx=[-1], target="cuda:sm_90a")
+    assert again.artifact.metadata["cached"]
+    want = [(p.name, p.kind) for p in first.artifact.module.params]
+    assert [(p.name, p.kind) for p in again.artifact.module.params] == want and ("A_tmap_0", "tmap") in want
+    for p, q in zip(first.artifact.module.params, again.artifact.module.params):
+        if p.kind == "tmap":
+            assert (p.source[0], p.source[1].box, p.source[1].swizzle, p.source[1].buffer.name) == \
+                (q.source[0], q.source[1].box, q.source[1].swizzle, q.source[1].buffer.name)
