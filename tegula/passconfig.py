@@ -108,6 +108,9 @@ class PassConfigKey(str, enum.Enum):
     # num_stages - 2 iterations ahead instead of num_stages - 1); True / False force it on / off,
     # unset: on for at least 4 stages and accumulators of at least 128 x 256 per block
     TEGULA_WGMMA_OVERLAP = "tegula.wgmma_overlap"
+    # sm_90a: split pipelined TMA loops into a producer warpgroup and consumers (WarpSpecialize);
+    # True / False force it on / off, unset: for loops of gemms that TmaPipeline would not overlap
+    TEGULA_WARP_SPECIALIZE = "tegula.warp_specialize"
     # blocks per SM the CUDA compiler must leave room for (the second __launch_bounds__ value):
     # caps registers per thread at 65536 / (threads * value)
     TEGULA_MIN_BLOCKS_PER_SM = "tegula.min_blocks_per_sm"
@@ -141,6 +144,7 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TL_DISABLE_SHARED_MEMORY_REUSE: "CUDA: PlanSharedMemory gives every shared buffer bytes of its own",
     K.TL_DISABLE_TMA_LOWER: "CUDA sm_90a: no TMA loads (TmaPipeline and WarpSpecialize off; cp.async)",
     K.TL_DISABLE_WARP_SPECIALIZED: "CUDA sm_90a: skip the WarpSpecialize pass",
+    K.TEGULA_WARP_SPECIALIZE: "CUDA sm_90a: WarpSpecialize on (True) or off (False) for every loop it can take",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",
     K.TL_ASCEND_AUTO_SYNC: "Ascend: insert the flags between pipes automatically",

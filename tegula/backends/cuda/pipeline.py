@@ -34,7 +34,9 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
     PassSpec("WarpSpecialize", warp_specialize,
              "a pipelined loop of TMA loads split: a producer warpgroup loads, the kernel's threads compute",
              unless=PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, archs=("sm_90a",),
-             config_options=(("tma_off", PassConfigKey.TL_DISABLE_TMA_LOWER),)),
+             config_options=(("tma_off", PassConfigKey.TL_DISABLE_TMA_LOWER),
+                             ("force", PassConfigKey.TEGULA_WARP_SPECIALIZE),
+                             ("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP))),
     # the loops it takes are no longer T.Pipelined, so PipelineCopies leaves them
     PassSpec("TmaPipeline", tma_pipeline,
              "T.Pipelined loops whose copies the copy engine can do: TMA into stages, on mbarriers",

@@ -318,7 +318,7 @@ def _example(name):
 
 
 def test_pass_splits_the_example_gemm_into_producer_and_consumers():
-    f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256, dtype="float16")
+    f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 3, 256, dtype="float16")
     s = _lowered(f)
     assert "threads=384" in s and "# warp_specialize: (256, 128, 3)" in s and "# warp_specialize: (0, 256, 1)" in s
     prod = s[s.index("# warp_specialize: (256, 128, 3)"):s.index("# warp_specialize: (0, 256, 1)")]
@@ -329,8 +329,24 @@ def test_pass_splits_the_example_gemm_into_producer_and_consumers():
     assert "WgmmaLayout(128, 256, 2)" in s  # the consumers keep the block's layouts
 
 
+def test_pass_takes_by_default_only_the_loops_it_measured_faster_on():
+    """Loops of gemms that TmaPipeline would not overlap: taken; 4 stages of a 128x256 tile
+    (overlapped) and attention (softmax between the gemms): left, unless forced."""
+    g, fa = _example("gemm"), _example("flash_attention")
+    skinny = g.matmul.get_tir(64, 1024, 1024, 64, 128, 64, 4, 128)
+    big4 = g.matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256)
+    attn = fa.flash_attention(1, 2, 512, 128, False, 1, 128, 128, 2, 256)
+    assert "# warp_specialize" in _lowered(skinny)
+    assert "# warp_specialize" not in _lowered(big4) and "wgmma_wait_group(template=(1,)" in _lowered(big4)
+    assert "# warp_specialize" not in _lowered(attn)
+    on = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True}
+    assert "# warp_specialize" in _lowered(big4, pass_configs=on) and "# warp_specialize" in _lowered(attn, pass_configs=on)
+    assert "# warp_specialize" not in _lowered(skinny, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: False})
+    assert "# warp_specialize" in _lowered(big4, pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: False})
+
+
 def test_pass_is_off_with_its_pass_config_with_tma_off_and_on_sm80():
-    f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256, dtype="float16")
+    f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 3, 256, dtype="float16")
     assert "warp_specialize" not in _lowered(f, pass_configs=NO_WS)
     assert "warp_specialize" not in _lowered(f, pass_configs={PassConfigKey.TL_DISABLE_TMA_LOWER: True})
     assert "warp_specialize" not in _lowered(
@@ -342,9 +358,9 @@ def test_pass_is_off_with_its_pass_config_with_tma_off_and_on_sm80():
     assert "WarpSpecialize" not in pipeline_for("cuda:sm_90a", NO_WS).names()
 
 
-def test_pass_takes_attention_with_its_prologue_in_the_consumers():
+def test_pass_forced_takes_attention_with_its_prologue_in_the_consumers():
     f = _example("flash_attention").flash_attention(1, 2, 512, 128, True, 1, 128, 128, 2, 256)
-    s = _lowered(f)
+    s = _lowered(f, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: True})
     assert "threads=384" in s
     cons = s[s.index("# warp_specialize: (0, 256, 1)"):]
     assert "tl::wgmma_rs" in cons and cons.count("tl::tma_load") == 0
@@ -362,7 +378,7 @@ def test_pass_leaves_kernels_it_cannot_take():
 @pytest.mark.parametrize("case", ["gemm-fp16", "gemm-bf16-skinny", "attn-d128-causal", "attn-d64"])
 def test_pass_results_on_gpu(case, ws, rng):
     torch = _sm90a_gpu()
-    pc = {} if ws else NO_WS
+    pc = {PassConfigKey.TEGULA_WARP_SPECIALIZE: ws}
     if case.startswith("gemm"):
         dtype = "bfloat16" if "bf16" in case else "float16"
         M, N, K, cfg = (64, 512, 384, (64, 128, 64, 4, 128)) if "skinny" in case else (1000, 768, 520, (128, 256, 64, 4, 256))

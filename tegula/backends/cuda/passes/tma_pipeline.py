@@ -98,7 +98,7 @@ AUTO_OVERLAP_STAGES = 4
 AUTO_OVERLAP_ELEMS = 128 * 256
 
 
-def _numel(extents: Any) -> int:
+def tile_numel(extents: Any) -> int:
     n = 1
     for e in extents:
         n *= int(e) if isinstance(e, int) else 0
@@ -116,7 +116,7 @@ def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional
     # one iteration later (loads run S - 2 ahead), and the accumulators are drained after the loop
     gemms = [c for c in consumers if isinstance(c, Gemm)]
     if overlap is None:
-        elems = max((_numel(g.C.extents) for g in gemms), default=0)
+        elems = max((tile_numel(g.C.extents) for g in gemms), default=0)
         overlap = S >= AUTO_OVERLAP_STAGES and elems >= AUTO_OVERLAP_ELEMS
     overlap = overlap and S >= 3 and bool(gemms) and all(isinstance(c, (Gemm, LetStmt)) for c in consumers)
     if overlap:

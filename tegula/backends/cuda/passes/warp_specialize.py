@@ -5,11 +5,13 @@ Two rings of mbarriers hand the stages over: ``full[s]`` (the producer's 128 arr
 bytes of the stage) and ``empty[s]`` (every consumer thread's arrival). The producer gives up
 registers (``setmaxnreg`` down to 40) and the consumers take them (up to 232).
 
-Taken when the kernel is tile-level code with a block of 128 or 256 threads, the loop sits at the
-top of the kernel body (the other top-level statements, except lets of index arithmetic, go to the
-consumers), it is the only pipelined loop, and every producer passes ``tma_copy_ok``; other
-kernels are left to ``TmaPipeline``. ``tl.disable_warp_specialized`` (or ``tl.disable_tma_lower``)
-turns the pass off.
+It can take a kernel of tile-level code with a block of 128 or 256 threads whose only pipelined
+loop sits at the top of the kernel body (the other top-level statements, except lets of index
+arithmetic, go to the consumers) and whose producers all pass ``tma_copy_ok``. By default it
+takes those loops where it measured faster: loops of nothing but gemms that ``TmaPipeline`` would
+not overlap (see :func:`_wanted`); ``tegula.warp_specialize`` forces it on or off for every loop
+it can take. The rest is left to ``TmaPipeline``. ``tl.disable_warp_specialized`` (or
+``tl.disable_tma_lower``) removes the pass.
 
 Before/after (S = 2, 256 threads; the kernel gets 384)::
 
@@ -38,11 +40,12 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Var
-from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, IfThenElse, Kernel,
+from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit
 from tegula.backends.cuda.passes.pipeline_copies import _Restage, pipeline_parts, staged_tiles
-from tegula.backends.cuda.passes.tma_pipeline import tma_copy_ok
+from tegula.backends.cuda.passes.tma_pipeline import (AUTO_OVERLAP_ELEMS, AUTO_OVERLAP_STAGES, tile_numel,
+                                                      tma_copy_ok)
 
 # registers per thread after setmaxnreg: the producer's and the consumers'
 # (40 * 128 + 232 * 256 fits the 64K registers of an SM with one block of 384 threads)
@@ -70,7 +73,21 @@ def _pipelined_loops(s: Stmt) -> int:
     return len(n)
 
 
-def _specialize(k: Kernel) -> Optional[Kernel]:
+def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bool]) -> bool:
+    """Whether to split a loop the pass can take. Measured on an H200 (BENCHMARKS.md): faster
+    than TmaPipeline for loops of gemms that it runs without overlap (+12% for the 64-row tiles
+    of M = 64, level with 128x256 tiles at 3 stages against their 4-stage overlap), slower where
+    it overlaps (-5% bf16 8192^3) and for attention (-5..-22%: the softmax between the gemms)."""
+    if force is not None:
+        return bool(force)
+    gemms = [c for c in consumers if isinstance(c, Gemm)]
+    if not gemms or not all(isinstance(c, (Gemm, LetStmt)) for c in consumers) or overlap:
+        return False
+    elems = max(tile_numel(g.C.extents) for g in gemms)
+    return overlap is False or not (S >= AUTO_OVERLAP_STAGES and elems >= AUTO_OVERLAP_ELEMS)
+
+
+def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
         return None
@@ -84,7 +101,7 @@ def _specialize(k: Kernel) -> Optional[Kernel]:
     if parts is None:
         return None
     S, producers, consumers = parts
-    if not all(tma_copy_ok(p) for p in producers):
+    if not all(tma_copy_ok(p) for p in producers) or not _wanted(S, consumers, force, overlap):
         return None
     # lets of index arithmetic stay where every thread sees them; the rest is the consumers'
     lets = [s for s in body if isinstance(s, LetStmt)]
@@ -133,15 +150,18 @@ def _specialize(k: Kernel) -> Optional[Kernel]:
                                thread_var=tx, annotations={**k.annotations, "warp_specialized": consumers_ids})
 
 
-def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None) -> PrimFunc:
+def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
+                    overlap: Optional[bool] = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
-    consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing)."""
+    consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
+    ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
+    measured rule of :func:`_wanted`; ``overlap``: ``tegula.wgmma_overlap``)."""
     if tma_off:
         return func
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k)
+            got = _specialize(k, force, overlap)
             return k if got is None else got
 
     return M().visit(func)
