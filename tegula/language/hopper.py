@@ -122,7 +122,8 @@ def set_max_nreg(reg_count: int, is_inc: int) -> None:
                               f"{reg_count!r}")
     if is_inc not in (0, 1, True, False):
         raise KernelTypeError(f"T.set_max_nreg: is_inc must be 0 or 1, got {is_inc!r}")
-    _hopper_call("T.set_max_nreg", "tl::set_max_nreg", template=(reg_count, int(bool(is_inc))))
+    _hopper_call("T.set_max_nreg", "tl::warpgroup_reg_alloc" if is_inc else "tl::warpgroup_reg_dealloc",
+                 template=(reg_count,))
 
 
 def fence_proxy_async() -> None:

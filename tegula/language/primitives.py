@@ -486,7 +486,8 @@ def alloc_barrier(arrive_count: Any) -> Buffer:
     tx = _thread_var(k)
     inits = [_tl_call("tl::mbarrier_init", _barrier_addr(buf[i], "T.alloc_barrier"), c)
              for i, c in enumerate(counts)]
-    b.emit(IfThenElse(E.compare("eq", tx, 0), seq(*inits)))
+    # (made visible to the copy engine too: TMA completes on these barriers on sm_90)
+    b.emit(IfThenElse(E.compare("eq", tx, 0), seq(*inits, _tl_call("tl::fence_barrier_init"))))
     b.emit(Evaluate(E.Builtin("sync_threads", (), dt.bool_)))
     return buf
 

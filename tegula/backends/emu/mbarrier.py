@@ -185,11 +185,7 @@ _arrive_rule("tl::mbarrier_arrive_expect_tx", with_tx=True, arrive=True)
 _arrive_rule("tl::mbarrier_expect_tx", with_tx=True, arrive=False)
 
 
-# Hopper calls that change nothing the emulator models: register budgets (setmaxnreg)
-HOPPER_PLAIN = ("tl::set_max_nreg",)
-
-
-@builtin_rule(*ORDERING_ONLY, *HOPPER_PLAIN)
+@builtin_rule(*ORDERING_ONLY)
 def _ordering_only(e: E.Builtin, ctx: Ctx) -> CExpr:
     return CExpr(lambda env: np.True_, False)
 

@@ -113,6 +113,22 @@ def test_warp_specialized_gemm_on_the_interpreter(make, rng):
     _check(c, a, b)
 
 
+@pytest.mark.parametrize("make", [lambda: _ws_gemm(128, 128, 128, 64, 64, 32, 2, nreg=True, fence=True),
+                                  lambda: _handoff_gemm(64, 128, 96, 64, 64, 32, producer=1)],
+                         ids=["ring2-nreg", "handoff-p1"])
+def test_warp_specialized_gemm_on_the_hopper_emulator(make, rng):
+    """The sm_90a lowering itself (TMA, mbarriers, wgmma, setmaxnreg), with the emulator's checks."""
+    f = make()
+    M, K = (int(d) for d in f.params[0].shape)
+    N = int(f.params[1].shape[1])
+    a, b = _inputs(rng, M, N, K)
+    c = np.zeros((M, N), np.float16)
+    k = tegula.compile(f, target="cuda-emu:sm_90a")
+    assert "tl::tma_load" in k.artifact.source and "tl::wgmma_ss" in k.artifact.source
+    k(a, b, c)
+    _check(c, a, b)
+
+
 # ----------------------------------------------------------------------- sm_90a, compile-only
 
 def _lowered(f, arch="sm_90a", pass_configs=None):
@@ -136,7 +152,7 @@ def test_tile_ops_in_a_region_are_laid_out_for_its_threads():
 
 def test_set_max_nreg_and_fence_lower_to_their_primitives():
     s = _lowered(_ws_gemm(256, 256, 256, 128, 128, 64, 2, nreg=True, fence=True))
-    assert "tl::set_max_nreg(template=(40, 0)" in s and "tl::set_max_nreg(template=(232, 1)" in s
+    assert "tl::warpgroup_reg_dealloc(template=(40,)" in s and "tl::warpgroup_reg_alloc(template=(232,)" in s
     assert s.count("tl::fence_proxy_async") >= 2
 
 
@@ -320,12 +336,16 @@ def _example(name):
 def test_pass_splits_the_example_gemm_into_producer_and_consumers():
     f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 3, 256, dtype="float16")
     s = _lowered(f)
-    assert "threads=384" in s and "# warp_specialize: (256, 128, 3)" in s and "# warp_specialize: (0, 256, 1)" in s
-    prod = s[s.index("# warp_specialize: (256, 128, 3)"):s.index("# warp_specialize: (0, 256, 1)")]
-    assert "tl::tma_load" in prod and "set_max_nreg(template=(40, 0)" in prod and "wgmma" not in prod
-    cons = s[s.index("# warp_specialize: (0, 256, 1)"):]
-    assert "tl::tma_load" not in cons and "set_max_nreg(template=(232, 1)" in cons and "wgmma_ss" in cons
-    assert "sync_threads" not in prod + cons  # the rings hand the stages over
+    P, C = "# warp_specialize: (256, 128, 3)", "# warp_specialize: (0, 256, 1)"
+    assert "threads=384" in s
+    head, loop = s[:s.index("for k in")], s[s.index("for k in"):]
+    assert "warpgroup_reg_dealloc(template=(40,)" in head[head.index(P):head.index(C)]
+    assert "warpgroup_reg_alloc(template=(232,)" in head[head.index(C):]
+    prod = loop[loop.index(P):loop.index(C)]
+    cons = loop[loop.index(C):loop.index(C, loop.index(C) + 1)]  # up to the epilogue's region
+    assert "tl::tma_load" in prod and "wgmma" not in prod and "mbarrier_wait" in prod
+    assert "tl::tma_load" not in cons and "wgmma_ss" in cons and "mbarrier_arrive" in cons
+    assert "sync_threads" not in loop and "named_barrier" not in loop  # the rings hand the stages over
     assert "WgmmaLayout(128, 256, 2)" in s  # the consumers keep the block's layouts
 
 
@@ -362,8 +382,10 @@ def test_pass_forced_takes_attention_with_its_prologue_in_the_consumers():
     f = _example("flash_attention").flash_attention(1, 2, 512, 128, True, 1, 128, 128, 2, 256)
     s = _lowered(f, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: True})
     assert "threads=384" in s
-    cons = s[s.index("# warp_specialize: (0, 256, 1)"):]
+    loop = s[s.index("for kb in"):]
+    cons = loop[loop.index("# warp_specialize: (0, 256, 1)"):]
     assert "tl::wgmma_rs" in cons and cons.count("tl::tma_load") == 0
+    assert "T.tl::copy_vec" in s[:s.index("for kb in")]  # the Q tile, loaded by the consumers first
 
 
 def test_pass_leaves_kernels_it_cannot_take():
@@ -371,6 +393,16 @@ def test_pass_leaves_kernels_it_cannot_take():
     g = _example("gemm")
     assert "warp_specialize" not in _lowered(g.matmul.get_tir(256, 256, 70, 128, 128, 32, 3, 128))
     assert "warp_specialize" not in _lowered(g.matmul.get_tir(256, 256, 256, 128, 128, 32, 3, 512))
+
+
+def test_pass_output_runs_on_the_hopper_emulator(rng):
+    """A loop the pass takes by default (64-row tiles), run as lowered, against float64."""
+    M, N, K = 64, 256, 192
+    f = _example("gemm").matmul.get_tir(M, N, K, 64, 128, 64, 3, 128)
+    k = tegula.compile(f, out_idx=[-1], target="cuda-emu:sm_90a")
+    assert "warpgroup_reg_alloc" in k.artifact.source
+    a, b = _inputs(rng, M, N, K)
+    _check(k(a, b), a, b)
 
 
 @pytest.mark.gpu
@@ -384,7 +416,7 @@ def test_pass_results_on_gpu(case, ws, rng):
         M, N, K, cfg = (64, 512, 384, (64, 128, 64, 4, 128)) if "skinny" in case else (1000, 768, 520, (128, 256, 64, 4, 256))
         k = tegula.compile(_example("gemm").matmul.get_tir(M, N, K, *cfg, dtype=dtype), out_idx=[-1],
                            target="cuda", pass_configs=pc)
-        assert ("tl::set_max_nreg" in k.get_kernel_source()) == ws
+        assert ("tl::warpgroup_reg_alloc" in k.get_kernel_source()) == ws
         tdt = getattr(torch, dtype)
         a = torch.tensor(rng.standard_normal((M, K)), dtype=tdt, device="cuda")
         b = torch.tensor(rng.standard_normal((K, N)), dtype=tdt, device="cuda")

@@ -28,10 +28,15 @@ KERNELS: dict[str, Callable[[], Any]] = {
 }
 
 
+# the checks here are written against TmaPipeline's lowering of these kernels (one warpgroup
+# set issuing and computing); WarpSpecialize, which takes some of them by default, has its own
+NO_WS = {"tl.disable_warp_specialized": True}
+
+
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:
     """(tile-level function, its sm_90a lowering) of kernel ``name``."""
     f = KERNELS[name]()
-    return f, lower(f, Target("cuda", "sm_90a"), configs or {})
+    return f, lower(f, Target("cuda", "sm_90a"), NO_WS if configs is None else configs)
 
 
 class Mutate(Mutator):

@@ -40,7 +40,8 @@ SM90_ONLY = {"tl::mbarrier_expect_tx": "T.mbarrier_expect_tx",
              "tl::pdl_trigger": "T.pdl_trigger", "tl::pdl_sync": "T.pdl_sync"}
 # the same, for calls the interpreter runs as their plain meaning (nothing, or an ordinary copy
 # under AttrStmt("hopper_only", primitive)) but a GPU build for an older arch cannot
-SM90_PLAIN = {"tl::set_max_nreg": "T.set_max_nreg", "tl::fence_proxy_async": "T.fence_proxy_async",
+SM90_PLAIN = {"tl::warpgroup_reg_alloc": "T.set_max_nreg", "tl::warpgroup_reg_dealloc": "T.set_max_nreg",
+              "tl::fence_proxy_async": "T.fence_proxy_async",
               "tl::wgmma_wait_group": "T.wait_wgmma"}
 
 

@@ -16,20 +16,25 @@ it can take. The rest is left to ``TmaPipeline``. ``tl.disable_warp_specialized`
 Before/after (S = 2, 256 threads; the kernel gets 384)::
 
     T.clear(C)                              bars = T.alloc_barrier([128, 128, 256, 256])  # full, empty
-    for k in T.Pipelined(n, num_stages=2):  with T.ws(2):                       # producer
-        T.copy(A[.., k * 64], A_s)              T.set_max_nreg(40, 0)
-        T.gemm(A_s, B_s, C)                     for k in T.serial(n):
-    T.copy(C, D[..])                                T.mbarrier_wait_parity(bars[2 + k % 2], (k // 2) % 2 ^ 1)
+    for k in T.Pipelined(n, num_stages=2):  with T.ws(2):
+        T.copy(A[.., k * 64], A_s)              T.set_max_nreg(40, 0)               # producer
+        T.gemm(A_s, B_s, C)                 with T.ws(0, 1):
+    T.copy(C, D[..])                            T.set_max_nreg(232, 1)              # consumers
+                                                T.clear(C)
+                                            for k in T.serial(n):
+                                                with T.ws(2):
+                                                    T.mbarrier_wait_parity(bars[2 + k % 2], (k // 2) % 2 ^ 1)
                                                     T.tma_copy(A[.., k * 64], A_s[k % 2], barrier=bars[k % 2])
                                                     T.mbarrier_arrive(bars[k % 2])
-                                            with T.ws(0, 1):                    # consumers
-                                                T.set_max_nreg(232, 1)
-                                                T.clear(C)
-                                                for k in T.serial(n):
+                                                with T.ws(0, 1):
                                                     T.mbarrier_wait_parity(bars[k % 2], (k // 2) % 2)
                                                     T.gemm(A_s[k % 2], B_s, C)
                                                     T.mbarrier_arrive(bars[2 + k % 2])
+                                            with T.ws(0, 1):
                                                 T.copy(C, D[..])
+
+The regions sit inside the loop, as the corpus's warp-specialized kernels write them: warps of
+one region never wait for the other's branch, so the producer runs ahead by up to ``S`` stages.
 """
 from __future__ import annotations
 
@@ -126,27 +131,32 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
     loads = [Copy(p.src, _Restage(mb, stage).visit(p.dst),
                   {**p.annotations, "tma_bar": bars, "tma_stage": stage, "tma_user": True}, span=p.span)
              for p in producers]
-    prod_loop = For(kv, start, n, seq(
-        _call("tl::mbarrier_wait", _bar(bars, S + stage), E.binary("bitxor", parity, 1)),
-        *loads,
-        _call("tl::mbarrier_arrive", _bar(bars, stage))), "serial", 1, {}, span=loop.span)
-    cons_loop = For(kv, start, n, seq(
-        _call("tl::mbarrier_wait", _bar(bars, stage), parity),
-        _Restage(mb, stage).visit(seq(*consumers)),
-        _call("tl::mbarrier_arrive", _bar(bars, S + stage))), "serial", 1,
-        {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")},
-        span=loop.span)
     lo_p = producer * WARPGROUP
+
+    def region(lo: int, threads: int, *stmts: Stmt) -> Stmt:
+        return AttrStmt(WARP_SPECIALIZE, (lo, threads), seq(*stmts), span=loop.span)
+
+    # each iteration: the producer waits for its stage to be free, loads it and arrives on its
+    # full barrier; the consumers wait for it, compute, and free it
+    produce = region(lo_p, WARPGROUP,
+                     _call("tl::mbarrier_wait", _bar(bars, S + stage), E.binary("bitxor", parity, 1)),
+                     *loads, _call("tl::mbarrier_arrive", _bar(bars, stage)))
+    consume = region(0, T, _call("tl::mbarrier_wait", _bar(bars, stage), parity),
+                     _Restage(mb, stage).visit(seq(*consumers)),
+                     _call("tl::mbarrier_arrive", _bar(bars, S + stage)))
+    new_loop = For(kv, start, n, seq(produce, consume), "serial", 1,
+                   {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")},
+                   span=loop.span)
     init = seq(IfThenElse(E.compare("eq", tx, 0), seq(
         *[_call("tl::mbarrier_init", _bar(bars, E.const(s)), WARPGROUP) for s in range(S)],
         *[_call("tl::mbarrier_init", _bar(bars, E.const(S + s)), T) for s in range(S)],
         _call("tl::fence_barrier_init"))), _call("sync_threads"))
-    prod = AttrStmt(WARP_SPECIALIZE, (lo_p, WARPGROUP), seq(
-        _call("tl::set_max_nreg", template=(PRODUCER_REGS, 0)), prod_loop), span=loop.span)
-    cons = AttrStmt(WARP_SPECIALIZE, (0, T), seq(
-        _call("tl::set_max_nreg", template=(CONSUMER_REGS, 1)), *before, cons_loop, *after), span=loop.span)
+    out = [*lets, init, region(lo_p, WARPGROUP, _call("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,))),
+           region(0, T, _call("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *before), new_loop]
+    if after:
+        out.append(region(0, T, *after))
     allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + (bars,)
-    return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*lets, init, prod, cons),
+    return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
                                thread_var=tx, annotations={**k.annotations, "warp_specialized": consumers_ids})
 
 

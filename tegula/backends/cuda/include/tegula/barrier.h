@@ -71,19 +71,6 @@ TL_DEVICE void fence_barrier_init() {
 /// Order generic-proxy shared-memory accesses before later async-proxy ones (TMA store, wgmma).
 TL_DEVICE void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-#if TL_SM90A
-/// setmaxnreg: the warpgroup running it lowers (Inc = 0) or raises (Inc = 1) its registers per
-/// thread to N (24..256, a multiple of 8); every thread of the warpgroup must run it.
-template <int N, int Inc>
-TL_DEVICE void set_max_nreg() {
-  if constexpr (Inc) {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-  } else {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-  }
-}
-#endif  // TL_SM90A
-
 /// Cluster-wide barrier: every thread of every CTA of the cluster arrives, then waits.
 TL_DEVICE void cluster_arrive() { asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory"); }
 TL_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
@@ -102,6 +89,8 @@ TL_DEVICE void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;\n
 /// Programmatic dependent launch: wait until the previous kernel's memory is visible.
 TL_DEVICE void pdl_sync() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 #else   // sm_80: the mbarrier subset it has (no transaction counts, no try_wait)
+/// No async proxy to publish the barriers to: the block barrier after the inits is enough.
+TL_DEVICE void fence_barrier_init() {}
 /// Initialize an mbarrier for arrive_count arrivals per phase. One thread, then a block barrier.
 TL_DEVICE void mbarrier_init(uint64_t* bar, unsigned arrive_count) {
   asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(arrive_count)
