@@ -5,6 +5,9 @@ On the interpreter these kernels run with their plain meaning (copies, no regist
 sm_90a they compile to TMA, mbarriers and wgmma (compile-only here); for sm_80 a Hopper-only call
 is an error at its line; the ``gpu`` tests run them on an sm_90a GPU.
 """
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,9 @@ from tegula.backends.cuda.pipeline import lower
 from tegula.errors import KernelTypeError, ScopeError, TegulaError, UnsupportedError
 from tegula.passconfig import PassConfigKey
 from tegula.target import Target
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_wgmma import _sm90a_gpu  # noqa: E402
 
 needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
 
@@ -104,13 +110,18 @@ def _check(c, a, b, tol=2e-3):
                                   lambda: _handoff_gemm(128, 64, 96, 64, 64, 32, producer=1)],
                          ids=["ring2-nreg", "ring3", "handoff-p0", "handoff-p1"])
 def test_warp_specialized_gemm_on_the_interpreter(make, rng):
-    f = make()
+    _run_on(make(), "cpu", rng)
+
+
+def _run_on(f, target, rng):
     M, K = (int(d) for d in f.params[0].shape)
     N = int(f.params[1].shape[1])
     a, b = _inputs(rng, M, N, K)
     c = np.zeros((M, N), np.float16)
-    tegula.compile(f, target="cpu")(a, b, c)
+    k = tegula.compile(f, target=target)
+    k(a, b, c)
     _check(c, a, b)
+    return k
 
 
 @pytest.mark.parametrize("make", [lambda: _ws_gemm(128, 128, 128, 64, 64, 32, 2, nreg=True, fence=True),
@@ -118,15 +129,8 @@ def test_warp_specialized_gemm_on_the_interpreter(make, rng):
                          ids=["ring2-nreg", "handoff-p1"])
 def test_warp_specialized_gemm_on_the_hopper_emulator(make, rng):
     """The sm_90a lowering itself (TMA, mbarriers, wgmma, setmaxnreg), with the emulator's checks."""
-    f = make()
-    M, K = (int(d) for d in f.params[0].shape)
-    N = int(f.params[1].shape[1])
-    a, b = _inputs(rng, M, N, K)
-    c = np.zeros((M, N), np.float16)
-    k = tegula.compile(f, target="cuda-emu:sm_90a")
+    k = _run_on(make(), "cuda-emu:sm_90a", rng)
     assert "tl::tma_load" in k.artifact.source and "tl::wgmma_ss" in k.artifact.source
-    k(a, b, c)
-    _check(c, a, b)
 
 
 # ----------------------------------------------------------------------- sm_90a, compile-only
@@ -281,17 +285,6 @@ def test_tma_copy_argument_errors():
 
 
 # --------------------------------------------------------------------------------- the GPU
-
-def _sm90a_gpu():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    from tegula.backends.cuda.compiler import detect_arch
-
-    if detect_arch() != "sm_90a":
-        pytest.skip("needs an sm_90a GPU")
-    return torch
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("make", [lambda: _ws_gemm(1024, 768, 512, 128, 128, 64, 2),

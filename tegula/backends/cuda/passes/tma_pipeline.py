@@ -45,12 +45,14 @@ TMA_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32", "float
 MAX_BOX = 256
 
 
-def _call(name: str, *args: Any, template: tuple = ()) -> Stmt:
+def call_stmt(name: str, *args: Any, template: tuple = ()) -> Stmt:
+    """``T.evaluate(name<template>(args))``."""
     attrs = (("template", template),) if template else ()
     return Evaluate(Builtin(name, tuple(E.as_expr(a) for a in args), dt.bool_, attrs))
 
 
-def _bar(bars: Buffer, stage: E.Expr) -> Builtin:
+def barrier_addr(bars: Buffer, stage: E.Expr) -> Builtin:
+    """``&bars[stage]`` as the mbarrier builtins take it."""
     return Builtin("address_of", (BufferLoad(bars, (stage,)),), dt.int64, (("ctype", "uint64_t"),))
 
 
@@ -135,14 +137,14 @@ def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional
             src = substitute(p.src, {k: start + it})
             dst = _Restage(mb, stage).visit(p.dst)
             out.append(Copy(src, dst, {**p.annotations, "tma_bar": bars, "tma_stage": stage}, span=p.span))
-        out.append(_one_thread(_call("tl::mbarrier_arrive", _bar(bars, stage))))
+        out.append(_one_thread(call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage))))
         return seq(*out)
 
     # one thread initializes the barriers (wrapped so that barrier insertion leaves it whole)
     init = AttrStmt("pipeline_issue", S, _one_thread(seq(
-        *[_call("tl::mbarrier_init", _bar(bars, E.const(s)), 1) for s in range(S)],
-        _call("tl::fence_barrier_init"))), span=loop.span)
-    sync = _call("sync_threads")
+        *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(s)), 1) for s in range(S)],
+        call_stmt("tl::fence_barrier_init"))), span=loop.span)
+    sync = call_stmt("sync_threads")
     prologue: list[Stmt] = [init, sync]
     for s in range(ahead_by):
         guard = E.compare("lt", E.const(s), n)
@@ -151,7 +153,7 @@ def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional
                                  else IfThenElse(guard, st), span=loop.span))
     it = k - start
     ahead = it + ahead_by
-    wait = _call("tl::mbarrier_wait", _bar(bars, it % S), (it // S) % 2)
+    wait = call_stmt("tl::mbarrier_wait", barrier_addr(bars, it % S), (it // S) % 2)
     nxt = AttrStmt("pipeline_issue", S, IfThenElse(E.compare("lt", ahead, n), issue(ahead)), span=loop.span)
     cons = _Restage(mb, it % S).visit(seq(*consumers))
     # after the barrier every thread has its stage and is done with stage (k - 1) % S, which the

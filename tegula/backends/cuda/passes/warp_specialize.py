@@ -48,22 +48,14 @@ from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit
-from tegula.backends.cuda.passes.pipeline_copies import _Restage, pipeline_parts, staged_tiles
-from tegula.backends.cuda.passes.tma_pipeline import (AUTO_OVERLAP_ELEMS, AUTO_OVERLAP_STAGES, tile_numel,
-                                                      tma_copy_ok)
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, pipeline_parts, restaged_annotations,
+                                                         staged_tiles)
+from tegula.backends.cuda.passes.tma_pipeline import (AUTO_OVERLAP_ELEMS, AUTO_OVERLAP_STAGES, barrier_addr,
+                                                      call_stmt, tile_numel, tma_copy_ok)
 
 # registers per thread after setmaxnreg: the producer's and the consumers'
 # (40 * 128 + 232 * 256 fits the 64K registers of an SM with one block of 384 threads)
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
-
-
-def _call(name: str, *args: Any, template: tuple = ()) -> Stmt:
-    attrs = (("template", template),) if template else ()
-    return Evaluate(Builtin(name, tuple(E.as_expr(a) for a in args), dt.bool_, attrs))
-
-
-def _bar(bars: Buffer, i: E.Expr) -> Builtin:
-    return Builtin("address_of", (BufferLoad(bars, (i,)),), dt.int64, (("ctype", "uint64_t"),))
 
 
 def _reads_memory(e: Any) -> bool:
@@ -108,6 +100,9 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
     S, producers, consumers = parts
     if not all(tma_copy_ok(p) for p in producers) or not _wanted(S, consumers, force, overlap):
         return None
+    pinned = k.annotations.get("layout_map") or {}
+    if any(p.dst.buffer in pinned for p in producers):  # T.annotate_layout: no TMA box for it
+        return None
     # lets of index arithmetic stay where every thread sees them; the rest is the consumers'
     lets = [s for s in body if isinstance(s, LetStmt)]
     if any(_reads_memory(s.value) for s in lets):
@@ -139,25 +134,27 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
     # each iteration: the producer waits for its stage to be free, loads it and arrives on its
     # full barrier; the consumers wait for it, compute, and free it
     produce = region(lo_p, WARPGROUP,
-                     _call("tl::mbarrier_wait", _bar(bars, S + stage), E.binary("bitxor", parity, 1)),
-                     *loads, _call("tl::mbarrier_arrive", _bar(bars, stage)))
-    consume = region(0, T, _call("tl::mbarrier_wait", _bar(bars, stage), parity),
+                     call_stmt("tl::mbarrier_wait", barrier_addr(bars, S + stage), E.binary("bitxor", parity, 1)),
+                     *loads, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage)))
+    consume = region(0, T, call_stmt("tl::mbarrier_wait", barrier_addr(bars, stage), parity),
                      _Restage(mb, stage).visit(seq(*consumers)),
-                     _call("tl::mbarrier_arrive", _bar(bars, S + stage)))
+                     call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage)))
     new_loop = For(kv, start, n, seq(produce, consume), "serial", 1,
                    {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")},
                    span=loop.span)
     init = seq(IfThenElse(E.compare("eq", tx, 0), seq(
-        *[_call("tl::mbarrier_init", _bar(bars, E.const(s)), WARPGROUP) for s in range(S)],
-        *[_call("tl::mbarrier_init", _bar(bars, E.const(S + s)), T) for s in range(S)],
-        _call("tl::fence_barrier_init"))), _call("sync_threads"))
-    out = [*lets, init, region(lo_p, WARPGROUP, _call("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,))),
-           region(0, T, _call("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *before), new_loop]
+        *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(s)), WARPGROUP) for s in range(S)],
+        *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(S + s)), T) for s in range(S)],
+        call_stmt("tl::fence_barrier_init"))), call_stmt("sync_threads"))
+    out = [*lets, init, region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,))),
+           region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *before), new_loop]
     if after:
         out.append(region(0, T, *after))
     allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + (bars,)
     return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
-                               thread_var=tx, annotations={**k.annotations, "warp_specialized": consumers_ids})
+                               thread_var=tx,
+                               annotations={**restaged_annotations(k.annotations, new_allocs),
+                                            "warp_specialized": consumers_ids})
 
 
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
