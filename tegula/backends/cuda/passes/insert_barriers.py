@@ -29,10 +29,11 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Evaluate, Fo
 from tegula.ir.expr import const
 from tegula.ir.visitor import Mutator, Visitor, uses_var
 
-# (a TMA load is the copy engine's, ordered by its mbarrier, not by the threads' barriers)
-_READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::tma_load": (),
-              "tl::wgmma_desc": (0,)}
-_WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,), "tl::tma_load": ()}
+_READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::wgmma_desc": (0,)}
+_WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,)}
+# what the threads' barriers need not order: mbarrier calls (synchronization themselves) and TMA
+# loads (the copy engine's, ordered by their mbarrier); shared-memory liveness still sees them
+_ORDERED_ELSEWHERE = ("tl::tma_load",)
 
 
 def _is_sync(s: Stmt, name: str = "sync_threads") -> bool:
@@ -44,9 +45,10 @@ def barrier() -> Stmt:
 
 
 class _Access(Visitor):
-    def __init__(self) -> None:
+    def __init__(self, ordering: bool = False) -> None:
         self.reads: set = set()
         self.writes: set = set()
+        self.ordering = ordering
 
     def visit_BufferLoad(self, n: BufferLoad) -> None:
         if n.buffer.is_shared:
@@ -59,7 +61,7 @@ class _Access(Visitor):
         self.generic_visit(n)
 
     def visit_Builtin(self, n: Builtin) -> None:
-        if n.name.startswith("tl::mbarrier_"):  # synchronization itself, not a data access
+        if self.ordering and (n.name.startswith("tl::mbarrier_") or n.name in _ORDERED_ELSEWHERE):
             return
         for pos, a in enumerate(n.args):
             if isinstance(a, Builtin) and a.name == "address_of" and isinstance(a.args[0], BufferLoad):
@@ -80,8 +82,10 @@ class _Access(Visitor):
             self.visit(a)
 
 
-def accesses(s: Any) -> tuple[set, set]:
-    v = _Access()
+def accesses(s: Any, ordering: bool = False) -> tuple[set, set]:
+    """The shared buffers ``s`` reads and writes (``ordering``: only those the threads' barriers
+    must order)."""
+    v = _Access(ordering)
     v.visit(s)
     return v.reads, v.writes
 
@@ -175,7 +179,7 @@ class _Inserter:
         if isinstance(s, While) and self.uniform(s.cond):
             body = self.block(_stmts(s.body), st)
             head_r, head_w = _head_accesses(body, self.is_sync)
-            r0, w0 = accesses(s.cond)
+            r0, w0 = accesses(s.cond, ordering=True)
             if st.conflicts(head_r | r0, head_w):
                 body.append(self.sync())
                 st.clear()
@@ -203,7 +207,7 @@ class _Inserter:
         if st.conflicts(head_r, head_w, region=True):
             out.append(self.sync())
             st.clear()
-        r, w = accesses(cond_if.then)
+        r, w = accesses(cond_if.then, ordering=True)
         st.region_reads |= r
         st.region_writes |= w
         out.append(AttrStmt(s.key, s.value, IfThenElse(cond_if.cond, seq(*body), span=cond_if.span), span=s.span))
@@ -223,13 +227,13 @@ class _Inserter:
             out.append(self.sync())
         st.clear()
         for x in body[syncs[-1] + 1:]:
-            r, w = accesses(x)
+            r, w = accesses(x, ordering=True)
             st.add(r, w)
         out.append(s)
         return out
 
     def _leaf(self, s: Stmt, st: _State) -> list[Stmt]:
-        r, w = accesses(s)
+        r, w = accesses(s, ordering=True)
         out: list[Stmt] = []
         if st.conflicts(r, w):
             out.append(self.sync())
@@ -251,7 +255,7 @@ def _head_accesses(body: list[Stmt], is_sync: Any = _is_sync) -> tuple[set, set]
     for s in body:
         if is_sync(s):
             break
-        r, w = accesses(s)
+        r, w = accesses(s, ordering=True)
         reads |= r
         writes |= w
     return reads, writes
@@ -263,7 +267,7 @@ def _head_conflicts(body: list[Stmt], st: _State, is_sync: Any) -> bool:
     for s in body:
         if is_sync(s):
             return False
-        r, w = accesses(s)
+        r, w = accesses(s, ordering=True)
         if st.conflicts(r, w, region=isinstance(s, AttrStmt) and s.key == WARP_SPECIALIZE):
             return True
     return False
