@@ -1,6 +1,7 @@
 """Time the interpreter (``target="cpu"``) on a 1024^3 fp16 GEMM and flash attention forward.
 
-The kernels are those of ``examples/gemm.py`` and ``examples/flash_attention.py``.
+The kernels are those of ``examples/gemm.py`` and ``examples/flash_attention.py``, and one
+128x128x32 ``T.gemm`` repeated 2048 times in a serial loop (the cost of one tile GEMM call).
 
 Runs on one core (BLAS threads pinned to 1 unless already set). Prints the first run (which
 includes compiling the IR to closures) and the median of the following runs, and checks the
@@ -23,6 +24,7 @@ from typing import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+import tegula.language as T  # noqa: E402
 from tegula.backends.interp import execute  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -40,6 +42,21 @@ def timed(fn: Callable[[], None], repeat: int) -> tuple[float, float]:
         fn()
         runs.append(time.perf_counter() - t)
     return first, statistics.median(runs) if runs else first
+
+
+@T.prim_func
+def gemm_loop(X: T.Tensor((128, 32), "float16"), Y: T.Tensor((32, 128), "float16"),
+              Z: T.Tensor((128, 128), "float32")):
+    with T.Kernel(1, threads=128) as _:
+        A = T.alloc_shared((128, 32), "float16")
+        B = T.alloc_shared((32, 128), "float16")
+        C = T.alloc_fragment((128, 128), "float32")
+        T.copy(X, A)
+        T.copy(Y, B)
+        T.clear(C)
+        for _k in T.serial(2048):
+            T.gemm(A, B, C)
+        T.copy(C, Z)
 
 
 def main() -> None:
@@ -65,6 +82,12 @@ def main() -> None:
         err = np.abs(o - flash_attention.reference(q, k, v, causal)).max()
         rows.append((f"flash attn fwd b1 h4 s1024 d64 (128x64){' causal' if causal else ''}",
                      first, med, err))
+
+    x, y = (rng.standard_normal(s).astype(np.float16) for s in ((128, 32), (32, 128)))
+    z = np.full((128, 128), np.nan, np.float32)
+    first, med = timed(lambda: execute(gemm_loop, [x, y, z]), args.repeat)
+    err = np.abs(z - 2048 * (x.astype(np.float64) @ y.astype(np.float64))).max() / 2048
+    rows.append(("2048 x T.gemm 128x128x32 fp16 in a serial loop", first, med, err))
 
     print(f"{'kernel':<52} {'first s':>8} {'median s':>9} {'max err':>9}")
     for name, first, med, err in rows:

@@ -30,7 +30,7 @@ from tegula.ir.npu import (CORE_KINDS, HARD_EVENTS, BarrierAll, CoreScope, Mma, 
 from tegula.ir.stmt import Stmt, seq
 from tegula.ir.visitor import post_order_visit
 from tegula.language import semantic
-from tegula.language.builder import KernelFrame, current, new_var
+from tegula.language.builder import DIALECT, KernelFrame, current, new_var
 from tegula.language.primitives import _alloc, _emit_tile
 
 __all__ = ["alloc_L1", "alloc_L0A", "alloc_L0B", "alloc_L0C", "alloc_ub", "Scope", "gemm_v0",
@@ -346,7 +346,7 @@ def wait_cross_flag(flag: Any) -> None:
 # A kernel whose body uses T.Cube or T.Vector is an NPU kernel; ``T.alloc_shared`` in it is UB.
 
 _SUB_VAR = "npu_sub_var"
-_DIALECT = "dialect"
+_DIALECT = DIALECT
 
 
 def is_npu_frame(frame: KernelFrame) -> bool:

@@ -17,6 +17,11 @@ from tegula.ir.span import Span
 from tegula.ir.stmt import Stmt
 
 
+# KernelFrame.annotations key a dialect sets when its kernels are not CUDA-style (the Ascend 950
+# dialect of tegula.language.ascend), so the parser loads that dialect only when a kernel used it.
+DIALECT = "dialect"
+
+
 @dataclass
 class KernelFrame:
     """What a ``with T.Kernel(...)`` block collects besides its statements."""

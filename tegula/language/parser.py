@@ -15,6 +15,7 @@ import ast
 import builtins
 import difflib
 import functools
+import importlib
 import inspect
 import operator
 import textwrap
@@ -30,12 +31,17 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.span import Span, span_scope
 from tegula.ir.stmt import (Break, Continue, BufferStore, For, IfThenElse, Kernel, LetStmt, While,
                             seq)
-from tegula.language import ascend, lowlevel, semantic
-from tegula.language.builder import Builder, KernelFrame, new_var
+from tegula.language import lowlevel, semantic
+from tegula.language.builder import DIALECT, Builder, KernelFrame, new_var
 from tegula.language.primitives import KernelSpec, LoopSpec, serial
 from tegula.language.proxy import ConstSymbol, TensorSpec
 from tegula.language.safe_access import guard_global_accesses
 from tegula.language.views import BufferData
+
+
+def _ascend() -> Any:
+    """The Ascend dialect, loaded on first use (``import tegula`` does not load the NPU IR)."""
+    return importlib.import_module("tegula.language.ascend")
 
 
 @dataclass
@@ -478,7 +484,7 @@ class Parser:
         if self.b.kernel is not None:
             raise KernelSyntaxError("T.Kernel cannot be nested inside another T.Kernel")
         if ctx.npu:
-            ascend.enter_kernel(self, item, node.body, ctx.grid)
+            _ascend().enter_kernel(self, item, node.body, ctx.grid)
             return
         names: list[str] = []
         tv = item.optional_vars
@@ -507,8 +513,8 @@ class Parser:
                 self.visit_body(node.body)
         finally:
             self.b.kernel = None
-        if ascend.is_npu_frame(frame):  # the 950 dialect: T.Cube / T.Vector make an NPU kernel
-            self.b.emit(ascend.finish_kernel(ctx.grid, block_vars, frame, seq(body)))
+        if DIALECT in frame.annotations and _ascend().is_npu_frame(frame):  # T.Cube / T.Vector: NPU
+            self.b.emit(_ascend().finish_kernel(ctx.grid, block_vars, frame, seq(body)))
             return
         self.b.emit(Kernel(ctx.grid, ctx.threads, block_vars, tuple(frame.allocs), seq(body),
                            frame.alloc_inits, frame.annotations, thread_var=frame.thread_var))

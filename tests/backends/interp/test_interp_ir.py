@@ -1,8 +1,6 @@
 """Interpreter tests on hand-built tile-level IR, against float64 / exact numpy references."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from interp_ir import ceildiv, func, kernel, region
@@ -117,7 +115,9 @@ def test_gemm_clear_accum_and_float16_accumulator() -> None:
     np.testing.assert_array_equal(c, ref)
 
 
-def test_gemm_speed() -> None:
+def test_gemm_in_a_serial_loop_accumulates() -> None:
+    """One T.gemm repeated in a serial loop adds up in its fragment (the timing of this loop is
+    ``benchmarks/interp_bench.py``'s "2048 x T.gemm" row, not a test)."""
     A, B = Buffer("A", (128, 32), "float16", "shared"), Buffer("B", (32, 128), "float16", "shared")
     Cl = Buffer("C", (128, 128), "float32", "local.fragment")
     X = Buffer("X", (128, 32), "float16")
@@ -126,14 +126,12 @@ def test_gemm_speed() -> None:
     k = Var("k")
     body = lambda bx: [Copy(X.region(), A.region()), Copy(Y.region(), B.region()),  # noqa: E731
                        Fill(Cl.region(), const(0.0)),
-                       For(k, const(0), 2048, Gemm(A.region(), B.region(), Cl.region())),
+                       For(k, const(0), 64, Gemm(A.region(), B.region(), Cl.region())),
                        Copy(Cl.region(), Z.region())]
     f = func("g", (X, Y, Z), kernel((1,), (A, B, Cl), body))
     x, y, z = rand((128, 32), "float16"), rand((32, 128), "float16"), np.empty((128, 128), np.float32)
-    t = time.perf_counter()
     execute(f, [x, y, z])
-    assert time.perf_counter() - t < 2.0
-    np.testing.assert_allclose(z, 2048 * (x.astype(np.float64) @ y.astype(np.float64)),
+    np.testing.assert_allclose(z, 64 * (x.astype(np.float64) @ y.astype(np.float64)),
                                rtol=1e-4, atol=0.1)
 
 

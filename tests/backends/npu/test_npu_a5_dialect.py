@@ -148,3 +148,31 @@ def test_dual_copy_errors():
                 x = T.alloc_shared((8, 16), "float32")
                 with T.Vector():
                     T.dual_copy(c, x)
+
+
+def test_the_dialect_loads_on_first_use_of_its_names(tmp_path):
+    """`import tegula` leaves the NPU IR unloaded; T.alloc_L1 and friends load it when first used,
+    and a CUDA-style kernel built meanwhile does not load it either."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tegula, tegula.language as T\n"
+            "npu = lambda: sorted(m for m in sys.modules if m in ('tegula.language.ascend', 'tegula.ir.npu'))\n"
+            "assert npu() == [], npu()\n"
+            "@T.prim_func\n"
+            "def f(A: T.Tensor((64,), 'float32')):\n"
+            "    with T.Kernel(1, threads=64) as bx:\n"
+            "        for i in T.Parallel(64):\n"
+            "            A[i] = A[i] + 1.0\n"
+            "assert npu() == [], npu()\n"
+            "assert T.alloc_L1 is T.alloc_L1 and callable(T.tile.exp) and 'alloc_ub' in dir(T)\n"
+            "assert npu() == ['tegula.ir.npu', 'tegula.language.ascend'], npu()\n"
+            "from tegula.language import set_flag, Scope\n")
+    (tmp_path / "prog.py").write_text(code)
+    r = subprocess.run([sys.executable, str(tmp_path / "prog.py")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(AttributeError, match="has no attribute 'alloc_L9'"):
+        T.alloc_L9  # noqa: B018
+    from tegula.language import _ASCEND, ascend
+
+    assert set(ascend.__all__) == _ASCEND
