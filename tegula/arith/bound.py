@@ -7,7 +7,7 @@ decide which accesses need out-of-bounds guards.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from tegula.ir import expr as E
 from tegula.ir.expr import Expr, Var
@@ -31,19 +31,43 @@ def _corners(f: Any, a: Interval, b: Interval) -> Interval:
     return min(vals), max(vals)
 
 
-def bound(e: Any, var_ranges: Optional[VarRanges] = None) -> Optional[Interval]:
+def bound(e: Any, var_ranges: Optional[VarRanges] = None,
+          leaf: Optional[Callable[[Expr], Optional[Interval]]] = None,
+          wrap: bool = False) -> Optional[Interval]:
     """Inclusive ``(lo, hi)`` of integer expression ``e``, or ``None`` when unknown.
 
-    ``var_ranges`` maps variables to inclusive ``(lo, hi)`` pairs of ints (or integer Consts).
+    ``var_ranges`` maps variables to inclusive ``(lo, hi)`` pairs of ints (or integer Consts);
+    ``leaf`` gives the range of any other node the analysis does not know (a builtin such as the
+    thread index), or None. By default operations are exact (no overflow); with ``wrap`` an
+    operation whose exact range leaves its dtype's range is unknown (it may wrap to any value),
+    which makes the result sound for wrapping integer arithmetic.
     """
-    return _Bound(var_ranges or {}).of(e)
+    return _Bound(var_ranges or {}, leaf, wrap).of(e)
+
+
+def dtype_range(d: Any) -> Interval:
+    """Inclusive range of the integer dtype ``d``."""
+    if d.kind == "uint":
+        return 0, 2 ** d.bits - 1
+    return -(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1
 
 
 class _Bound:
-    def __init__(self, ranges: VarRanges):
+    def __init__(self, ranges: VarRanges, leaf: Optional[Callable[[Expr], Optional[Interval]]] = None,
+                 wrap: bool = False):
         self.ranges = ranges
+        self.leaf = leaf
+        self.wrap = wrap
 
     def of(self, e: Any) -> Optional[Interval]:
+        r = self._of(e)
+        if r is not None and self.wrap and isinstance(e, (E.BinOp, E.UnaryOp)) and e.dtype.is_int:
+            lo, hi = dtype_range(e.dtype)
+            if r[0] < lo or r[1] > hi:
+                return None
+        return r
+
+    def _of(self, e: Any) -> Optional[Interval]:
         v = _as_int(e)
         if v is not None:
             return v, v
@@ -71,10 +95,9 @@ class _Bound:
             inner = self.of(e.value)
             if inner is None or not e.to.is_int:
                 return None
-            bits = e.to.bits
-            lo, hi = (0, 2**bits - 1) if e.to.kind == "uint" else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+            lo, hi = dtype_range(e.to)
             return inner if lo <= inner[0] and inner[1] <= hi else None
-        return None
+        return self.leaf(e) if self.leaf is not None else None
 
     def binop(self, e: E.BinOp) -> Optional[Interval]:
         op = e.op

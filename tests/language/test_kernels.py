@@ -278,7 +278,8 @@ def test_integer_wrap_and_float_to_int_saturation(target, rng):
              L: T.Tensor((N,), "int64"), I8: T.Tensor((N,), "int8"), U8: T.Tensor((N,), "uint8"),
              I16: T.Tensor((N,), "int16"), I32: T.Tensor((N,), "int32"), U32: T.Tensor((N,), "uint32"),
              I64: T.Tensor((N,), "int64"), H8: T.Tensor((N,), "int8"), C8: T.Tensor((N,), "int8"),
-             W: T.Tensor((N,), "int32"), Q: T.Tensor((N,), "int64")):
+             W: T.Tensor((N,), "int32"), Q: T.Tensor((N,), "int64"), WL: T.Tensor((N,), "int64"),
+             WS: T.Tensor((N,), "int32"), WN: T.Tensor((N,), "int32"), W16: T.Tensor((N,), "int16")):
         with T.Kernel(1, threads=128) as _:
             xs = T.alloc_shared((N,), "float32")
             T.copy(X, xs)
@@ -293,6 +294,10 @@ def test_integer_wrap_and_float_to_int_saturation(target, rng):
                 H8[i] = T.Cast("int8", H[i])
                 W[i] = A[i] * 65536 + (T.int32(2**31 - 1) + 1)  # wraps, as the constant folds
                 Q[i] = T.truncdiv(L[i], 3) + T.truncmod(L[i], 7)
+                WL[i] = L[i] * L[i] - L[i] * 977
+                WS[i] = (A[i] << 13) - A[i]
+                WN[i] = -A[i] * 3
+                W16[i] = T.Cast("int16", A[i]) << 7
 
     k = tilelang.compile(main, target=target)
     special = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 1e19, -1e19, 1e20, 255.9, -0.9, -1.5,
@@ -303,24 +308,28 @@ def test_integer_wrap_and_float_to_int_saturation(target, rng):
     h = (rng.standard_normal(N) * 300).astype(np.float16)
     h[rng.choice(N, 3, replace=False)] = [np.nan, np.inf, -np.inf]
     a = rng.integers(-(2**31), 2**31, N, dtype=np.int64).astype(np.int32)
+    a[rng.choice(N, 2, replace=False)] = [-(2**31), 2**31 - 1]
     big = rng.integers(-(2**62), 2**62, N, dtype=np.int64)
     bufs = {name: np.empty(N, dtype=d) for name, d in outs.items()}
-    w, q = np.empty(N, np.int32), np.empty(N, np.int64)
-    k(x, h, a, big, *bufs.values(), w, q)
+    wraps = {"W": np.int32, "Q": np.int64, "WL": np.int64, "WS": np.int32, "WN": np.int32, "W16": np.int16}
+    w = {name: np.empty(N, d) for name, d in wraps.items()}
+    k(x, h, a, big, *bufs.values(), *w.values())
     for name, d in outs.items():
         src = h if name == "H8" else x
         np.testing.assert_array_equal(bufs[name], _cvt_rzi(src, np.dtype(d).type), err_msg=name)
-    if target != "cuda":
-        np.testing.assert_array_equal(w, ((a.astype(np.int64) * 65536 - 2**31 + 2**31) % 2**32 - 2**31).astype(np.int32))
-    tq = [int(abs(v) // 3) * (1 if v >= 0 else -1) + int(np.sign(v)) * (abs(int(v)) % 7) for v in big.tolist()]
-    np.testing.assert_array_equal(q, np.array(tq, dtype=np.int64))
-    if target == "cuda":
-        # known defect: signed int32 overflow is undefined in the generated C++, and NVRTC's code
-        # does not wrap for every element; strict, so it reports when codegen wraps explicitly
-        wrapped = ((a.astype(np.int64) * 65536 - 2**31 + 2**31) % 2**32 - 2**31).astype(np.int32)
-        if not np.array_equal(w, wrapped):
-            pytest.xfail("int32 overflow on CUDA: undefined in the generated C++, not wrapped")
-        raise AssertionError("int32 overflow now wraps on CUDA: drop this xfail")
+
+    def wrap(v: int, bits: int) -> int:  # two's complement, exact on Python ints
+        return (v + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+
+    ai, li = a.tolist(), big.tolist()
+    ref = {"W": [wrap(v * 65536 - 2**31, 32) for v in ai],
+           "Q": [int(abs(v) // 3) * (1 if v >= 0 else -1) + int(np.sign(v)) * (abs(int(v)) % 7) for v in li],
+           "WL": [wrap(v * v - v * 977, 64) for v in li],
+           "WS": [wrap((v << 13) - v, 32) for v in ai],
+           "WN": [wrap(wrap(-v, 32) * 3, 32) for v in ai],
+           "W16": [wrap(wrap(v, 16) << 7, 16) for v in ai]}
+    for name, d in wraps.items():
+        np.testing.assert_array_equal(w[name], np.array(ref[name], dtype=d), err_msg=name)
 
 
 def test_lazy_factory_cache_normalizes_arguments_and_get_tir_does_not_compile(monkeypatch):

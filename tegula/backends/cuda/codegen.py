@@ -47,7 +47,9 @@ Thread-level IR (what the CUDA pipeline hands to codegen)
   (``tl::floordiv`` / ``tl::floormod``, or a shift / mask for a power-of-two divisor), ``div``
   on ints truncates; math intrinsics use the float or double C function (``expf`` vs ``exp``),
   half / bfloat16 / fp8 compute in float; pass config ``tl.enable_fast_math`` picks the
-  ``__expf``-style intrinsics. ``Builtin`` names:
+  ``__expf``-style intrinsics. Signed arithmetic that may overflow wraps (computed through
+  the unsigned type; index arithmetic excepted), for which the emitter records the ranges of the
+  thread and block indices, loop variables, lets and dimensions. ``Builtin`` names:
 
   ============== ===========================================================================
   thread_idx     the flattened thread index
@@ -79,7 +81,7 @@ from tegula.ir import stmt as S
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.visitor import post_order_visit
-from tegula.backends.cuda.codegen_expr import REL, ExprPrinter, Names, literal
+from tegula.backends.cuda.codegen_expr import COND, REL, ExprPrinter, Names, literal
 from tegula.backends.cuda.passes.plan_shared_memory import smem_layout
 
 INDENT = "  "
@@ -221,16 +223,31 @@ def _for(em: _Emitter, s: S.For) -> None:
     extent = E.cast(s.var.dtype, E.as_expr(s.extent))
     stop = extent if (isinstance(start, E.Const) and start.value == 0 and step == 1) else \
         E.binary("add", start, extent if step == 1 else E.binary("mul", extent, step))
+    _loop_range(p, s.var, start, extent, step)
     inc = f"++{v}" if step == 1 else (f"{v} += {step}" if step > 0 else f"{v} -= {-step}")
     cmp = "<" if step > 0 else ">"
+    first = p.index(start, COND)  # trip counts over indices are index arithmetic
     if _has_load(stop):  # the trip count is fixed when the loop starts
         end = em.p.names.fresh(f"{v}_end")
-        head = f"{ctype} {v} = {p(start)}, {end} = {p(stop)}; {v} {cmp} {end}; {inc}"
+        head = f"{ctype} {v} = {first}, {end} = {p.index(stop, COND)}; {v} {cmp} {end}; {inc}"
     else:
-        head = f"{ctype} {v} = {p(start)}; {v} {cmp} {p.sub(stop, REL, True)}; {inc}"
+        head = f"{ctype} {v} = {first}; {v} {cmp} {p.index(stop, REL, True)}; {inc}"
     em.line(f"for ({head}) {{")
     em.block(s.body)
     em.line("}")
+
+
+def _loop_range(p: ExprPrinter, var: Var, start: E.Expr, extent: E.Expr, step: int) -> None:
+    """The values ``var`` takes, for the wrapping decisions of the printer: from the start up to
+    the last value before the stop, or up to the type's maximum less one when the stop is unknown
+    (``var < stop`` holds inside the loop)."""
+    p.ranges.pop(var, None)
+    lo, ext = p.range_of(start), p.range_of(extent)
+    if lo is None or step <= 0:
+        return
+    most = 2 ** (var.dtype.bits - (var.dtype.kind == "int")) - 1
+    hi = lo[1] + (ext[1] - 1) * step if ext is not None else most - 1
+    p.ranges[var] = (lo[0], max(lo[0], hi))
 
 
 def _has_load(e: E.Expr) -> bool:
@@ -274,6 +291,15 @@ def _let(em: _Emitter, s: S.LetStmt) -> None:
         em.p.names.of[id(s.var)] = name
         em.line(f"{buf.dtype.ctype}* const {name} = ({buf.dtype.ctype}*)({value});")
         return
+    r = em.p.range_of(s.value) if s.var.dtype.is_int else None
+    if s.var.dtype.is_int and not em.p.index_like(s.value):
+        em.p.data_vars.add(s.var)
+    else:
+        em.p.data_vars.discard(s.var)
+    if r is None:
+        em.p.ranges.pop(s.var, None)
+    else:
+        em.p.ranges[s.var] = r
     name = em.p.names.bind(s.var)
     em.line(f"const {s.var.dtype.ctype} {name} = {value};")
 
@@ -386,6 +412,9 @@ def _swizzle_lines(k: S.Kernel, bx: str, by: str, names: Names) -> list[str]:
     ]
 
 
+_MAX_GRID = (2**31 - 1, 65535, 65535)  # the largest grid CUDA launches, per dimension
+
+
 def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamInfo],
                  const_ids: set[int], fast_math: bool, index64: bool,
                  min_blocks: int = 0) -> tuple[str, KernelInfo]:
@@ -443,7 +472,16 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
         head.append(f"const {v.dtype.ctype} {name} = blockIdx.{axis};")
     # allocations
     p = ExprPrinter(names, thread_idx=tid_text, fast_math=fast_math,
-                    const_buffers=frozenset(const_buffers), index64=index64)
+                    const_buffers=frozenset(const_buffers), index64=index64,
+                    thread_range=(0, nthreads - 1))
+    for info in params:  # a dimension is a tensor's size: not negative
+        if info.kind == "dim":
+            p.ranges[info.var] = (0, 2 ** (info.dtype.bits - 1) - 1)
+    if k.thread_var is not None:
+        p.ranges[k.thread_var] = (0, nthreads - 1)
+    for v, g, most in zip(k.block_vars, grid, _MAX_GRID):
+        r = p.range_of(g)
+        p.ranges[v] = (0, max(0, min(most, r[1]) - 1 if r is not None else most - 1))
     for b in k.allocs:
         name = names.bind(b)
         ctype = b.dtype.ctype

@@ -4,6 +4,21 @@
 only where C++ needs them (and around mixed bitwise / logical operands, for the reader). Every
 node class, math intrinsic and builtin has one rule in a table; a missing rule raises
 ``UnsupportedError("unimplemented ... for target cuda")``.
+
+Signed integers wrap (two's complement), as everywhere in tegula (``tegula/ir/ops.py``), while
+signed overflow is undefined in C++. So a signed ``+``, ``-``, ``*``, unary ``-`` or ``<<`` that
+may leave its type's range is computed on the unsigned type of its width and cast back::
+
+    W[i] = A[i] * 65536 + x          ->   W[i] = ((int)((unsigned)A[i] * 65536u + (unsigned)x));
+
+"May leave" is decided by interval analysis over the ranges the kernel states (thread and block
+indices, loop variables, lets, dimensions; :attr:`ExprPrinter.ranges`). Index arithmetic is left
+as it is: inside a buffer index, and in comparisons and loop bounds over index values only (no
+buffer loads, no lets of loaded values: bounds guards, masks such as ``q_idx >= k_idx``, trip
+counts). An index that overflowed is an out-of-bounds access whatever the arithmetic means
+(buffers that may need more than 31 bits get 64-bit indices instead), and the compiler's
+strength reduction of address arithmetic relies on it: the guards of a copy from a tensor of
+dynamic shape, printed wrapping, doubled the main loop of an sm_80 GEMM.
 """
 from __future__ import annotations
 
@@ -13,12 +28,14 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from tegula.arith.bound import Interval, bound
 from tegula.errors import UnsupportedError, VerifyError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir import ops
 from tegula.ir.buffer import Buffer
 from tegula.ir.dtype import DType
+from tegula.ir.visitor import post_order_visit
 
 # C++ operator precedence (smaller binds tighter), from the operator table.
 PRIMARY, UNARY, MUL, ADD, SHIFT, REL, EQ, BAND, BXOR, BOR, LAND, LOR, COND = (
@@ -195,15 +212,69 @@ def widen(e: E.Expr) -> E.Expr:
 
 
 class ExprPrinter:
-    """Renders expressions of one kernel. ``names`` maps IR variables/buffers to C names."""
+    """Renders expressions of one kernel. ``names`` maps IR variables/buffers to C names.
+
+    ``ranges`` maps the variables in scope to inclusive value ranges and ``thread_range`` is that
+    of the thread index; the statement emitter fills them as it goes, so that signed arithmetic
+    proven to stay in range is printed plainly and the rest wraps (see the module docstring).
+    """
 
     def __init__(self, names: Names, *, thread_idx: str, fast_math: bool = False,
-                 const_buffers: frozenset = frozenset(), index64: bool = False):
+                 const_buffers: frozenset = frozenset(), index64: bool = False,
+                 thread_range: Optional[Interval] = None):
         self.names = names
         self.thread_idx = thread_idx
         self.fast_math = fast_math
         self.const_buffers = const_buffers
         self.index64 = index64
+        self.ranges: dict[E.Var, Interval] = {}
+        self.thread_range = thread_range
+        self.data_vars: set[E.Var] = set()  # lets of values that involve buffer loads
+        self.in_index = 0  # > 0 while index arithmetic is rendered
+
+    def index_like(self, e: E.Expr) -> bool:
+        """True when integer expression ``e`` is over indices only: no buffer load, no builtin
+        but the thread index, no let of a loaded value."""
+        found: list = []
+
+        def visit(n: Any) -> None:
+            if isinstance(n, E.BufferLoad) or n in self.data_vars or \
+                    (isinstance(n, E.Builtin) and n.name != "thread_idx"):
+                found.append(n)
+        post_order_visit(e, visit)
+        return not found
+
+    def index(self, e: Any, parent: int, right: bool = False) -> str:
+        """``e`` as an operand (as :meth:`sub`), printed as index arithmetic when it is one."""
+        e = E.as_expr(e)
+        if not (e.dtype.is_int and self.index_like(e)):
+            return self.sub(e, parent, right)
+        self.in_index += 1
+        try:
+            return self.sub(e, parent, right)
+        finally:
+            self.in_index -= 1
+
+    def range_of(self, e: Any) -> Optional[Interval]:
+        """Inclusive range of integer expression ``e`` over the ranges in scope, or None when
+        unknown or when some operation in it may wrap."""
+        return bound(e, self.ranges, self._leaf_range, wrap=True)
+
+    def _leaf_range(self, e: E.Expr) -> Optional[Interval]:
+        if isinstance(e, E.Builtin) and e.name == "thread_idx":
+            return self.thread_range
+        return None
+
+    def wraps(self, e: E.Expr) -> bool:
+        """True when ``e`` (a signed +, -, *, << or negation) must be printed as wrapping
+        arithmetic: outside a buffer index, and not proven to stay in its type's range."""
+        t = e.dtype
+        if self.in_index or not (t.is_int and t.kind == "int"):
+            return False
+        op = e.op
+        if op not in _WRAPPING or (t.bits < 32 and op != "shl"):  # narrow +, -, * fit C's int
+            return False
+        return self.range_of(e) is None  # unknown, or it may leave the range (arith.bound's wrap)
 
     # -- entry points ---------------------------------------------------------------------------
     def __call__(self, e: Any) -> str:
@@ -267,7 +338,12 @@ class ExprPrinter:
         flat = self.flat_index(buf, indices)
         if flat is None:
             return name, PRIMARY
-        return f"{name}[{self.render(flat)[0]}]", PRIMARY
+        self.in_index += 1
+        try:
+            text = self.render(flat)[0]
+        finally:
+            self.in_index -= 1
+        return f"{name}[{text}]", PRIMARY
 
     def address(self, load: Any) -> Rendered:
         if not isinstance(load, E.BufferLoad):
@@ -301,10 +377,52 @@ def _is_pow2_const(e: E.Expr) -> Optional[int]:
     return None
 
 
+_WRAPPING = ("add", "sub", "mul", "shl", "neg")
+
+
+def _unsigned_of(t: DType) -> str:
+    return "unsigned long long" if t.bits == 64 else "unsigned"
+
+
+def _as_unsigned(p: ExprPrinter, e: E.Expr, t: DType) -> Rendered:
+    """``e`` (of signed type ``t``) as a value of the unsigned type of ``t``'s width: the
+    unsigned form of a wrapping operation itself, else a cast."""
+    if e.dtype == t and isinstance(e, (E.BinOp, E.UnaryOp)) and p.wraps(e):
+        return _unsigned_form(p, e)
+    if isinstance(e, E.Const):
+        return f"{int(e.value) % 2 ** max(t.bits, 32)}{'ULL' if t.bits == 64 else 'u'}", PRIMARY
+    return f"({_unsigned_of(t)}){p.sub(e, UNARY)}", UNARY
+
+
+def _unsigned_operand(p: ExprPrinter, e: E.Expr, t: DType, parent: int, right: bool = False) -> str:
+    text, prec = _as_unsigned(p, e, t)
+    return f"({text})" if prec > parent or (right and prec == parent) else text
+
+
+def _unsigned_form(p: ExprPrinter, e: Any) -> Rendered:
+    """The wrapping operation ``e`` computed on unsigned operands (modular, defined in C++)."""
+    t = e.dtype
+    if isinstance(e, E.UnaryOp):  # neg
+        return f"-{_unsigned_operand(p, e.a, t, UNARY)}", UNARY
+    row = ops.BINARY[e.op]
+    if e.op == "shl":  # the shift amount keeps its type
+        return f"{_unsigned_operand(p, e.a, t, SHIFT)} << {p.sub(e.b, SHIFT, True)}", SHIFT
+    a = _unsigned_operand(p, e.a, t, row.c_prec)
+    b = _unsigned_operand(p, e.b, t, row.c_prec, True)
+    return f"{a} {row.c} {b}", row.c_prec
+
+
+def _wrapped(p: ExprPrinter, e: Any) -> Rendered:
+    text, _ = _unsigned_form(p, e)
+    return f"(({e.dtype.ctype})({text}))", PRIMARY
+
+
 def _binop(p: ExprPrinter, e: E.BinOp) -> Rendered:
     t, row = e.dtype, ops.BINARY[e.op]
     if e.op in ("floordiv", "floormod"):
         return _floor_divmod(p, e)
+    if e.op in _WRAPPING and p.wraps(e):
+        return _wrapped(p, e)
     if row.c_prec == PRIMARY:  # a function: tl::min(a, b)
         return f"{row.c}({p.args((e.a, e.b))})", PRIMARY
     text = f"{p.sub(e.a, row.c_prec)} {row.c} {p.sub(e.b, row.c_prec, True)}"
@@ -341,11 +459,15 @@ def _floor_divmod(p: ExprPrinter, e: E.BinOp) -> Rendered:
 
 def _compare(p: ExprPrinter, e: E.Compare) -> Rendered:
     row = ops.COMPARE[e.op]
+    if e.a.dtype.is_int and p.index_like(e):  # a bounds guard or a mask over indices
+        return f"{p.index(e.a, row.c_prec)} {row.c} {p.index(e.b, row.c_prec, True)}", row.c_prec
     return f"{p.sub(e.a, row.c_prec)} {row.c} {p.sub(e.b, row.c_prec, True)}", row.c_prec
 
 
 def _unary(p: ExprPrinter, e: E.UnaryOp) -> Rendered:
     row = ops.UNARY[e.op]
+    if e.op == "neg" and p.wraps(e):
+        return _wrapped(p, e)
     text, prec = p.render(e.a)
     operand = text if prec == PRIMARY else f"({text})"
     if e.op == "neg" and is_lowp(e.dtype) and e.dtype.bits == 8:

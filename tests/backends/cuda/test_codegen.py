@@ -175,7 +175,7 @@ def test_row_sums_source():
     assert "X[((long long)by * 4LL + ((long long)e >> 6)) * 64LL + ((long long)e & 63LL)]" in src
     assert "Xs[(e >> 6) * 64 + (e & 63)]" in src  # shared tiles stay 32-bit
     assert "tl::floormod(j, 3)" in src
-    assert "j = j + 1;" in src
+    assert "j = ((int)((unsigned)j + 1u));" in src  # a local.var: a value, may wrap
     # swizzle: block ids come from the rasterization, not blockIdx directly
     assert "const int bx = blockIdx.x;" not in src
     assert "gridDim.y" in src
@@ -201,7 +201,9 @@ def _printer() -> tuple[ExprPrinter, dict]:
                                     ("u", dt.uint32), ("l", dt.int64)]}
     for v in vs.values():
         names.bind(v)
-    return ExprPrinter(names, thread_idx="threadIdx.x"), vs
+    p = ExprPrinter(names, thread_idx="threadIdx.x")
+    p.ranges.update({vs["x"]: (0, 10**6), vs["y"]: (-(10**3), 10**3)})  # small enough not to wrap
+    return p, vs
 
 
 def test_expression_spelling():
@@ -236,6 +238,36 @@ def test_expression_spelling():
         (x - (-y), "x - -y"),
         (Builtin("thread_idx"), "threadIdx.x"),
         (Builtin("tl::ldmatrix", (x,), attrs=(("template", (4, True)),)), "tl::ldmatrix<4, true>(x)"),
+    ]
+    for e, want in cases:
+        assert p(e) == want, (e, p(e), want)
+
+
+def test_signed_arithmetic_that_may_overflow_wraps():
+    """Signed +, -, *, << and negation that interval analysis cannot keep in range go through the
+    unsigned type of their width (defined modular arithmetic); index arithmetic stays plain."""
+    p, v = _printer()
+    x, c, l = v["x"], v["c"], v["l"]
+    z = Var("z", dt.int32)  # no range known
+    p.names.bind(z)
+    A = Buffer("A", (64,), "int32")
+    p.names.bind(A)
+    cases = [
+        (z * 65536 + 7, "((int)((unsigned)z * 65536u + 7u))"),
+        (z - x, "((int)((unsigned)z - (unsigned)x))"),
+        (-z, "((int)(-(unsigned)z))"),
+        (z << 3, "((int)((unsigned)z << 3))"),
+        (l * l, "((long long)((unsigned long long)l * (unsigned long long)l))"),
+        (z * -1, "((int)((unsigned)z * 4294967295u))"),
+        ((z + 1) // 2, "((int)((unsigned)z + 1u)) >> 1"),  # a wrapped operand of another operator
+        (c << 4, "((signed char)((unsigned)c << ((signed char)4)))"),  # C computes c << 4 in int, UB if negative
+        (c + c, "((signed char)(c + c))"),  # fits in C's int: plain, then narrowed
+        (x * 2000 + 5, "x * 2000 + 5"),  # proven in range
+        (E.cast("int32", v["u"]) + 1, "((int)((unsigned)(int)u + 1u))"),
+        (A[z * 4 + 1], "A[z * 4 + 1]"),  # a buffer index
+        (z * 4 + 1 < 64, "z * 4 + 1 < 64"),  # a guard over indices
+        (A[z] * 4 + 1 < 64, "((int)((unsigned)A[z] * 4u + 1u)) < 64"),  # a loaded value
+        (E.select(z * 2 >= 0, A[z * 2] * z, 0), "z * 2 >= 0 ? ((int)((unsigned)A[z * 2] * (unsigned)z)) : 0"),
     ]
     for e, want in cases:
         assert p(e) == want, (e, p(e), want)
@@ -390,6 +422,21 @@ def test_math_and_builtins_compile():
     for fast in (False, True):
         mod = codegen(func, pass_configs={"tl.enable_fast_math": fast})
         compiler.compile_cuda(mod.source, "sm_80", fast_math=fast)
+
+
+@needs_compiler
+@pytest.mark.parametrize("arch", ARCHS)
+def test_wrapping_arithmetic_compiles(arch):
+    """The wrapping forms of every width compile: int32, int64, a narrow shift, a negation."""
+    A, L, C = Buffer("A", (64,), "int32"), Buffer("L", (64,), "int64"), Buffer("C", (64,), "int8")
+    t = Var("t")
+    body = S.seq(S.BufferStore(A, (t,), A[t] * 65536 + E.const(-(2**31)) - (-A[t])),
+                 S.BufferStore(L, (t,), L[t] * L[t] + (L[t] << 40)),
+                 S.BufferStore(C, (t,), (C[t] << 5) + C[t]))
+    k = S.Kernel(grid=(1,), threads=(64,), block_vars=(Var("b"),), allocs=(), body=body, thread_var=t)
+    src = codegen(S.PrimFunc("wraps", (A, L, C), k)).source
+    assert src.count("unsigned long long)") >= 3 and "(unsigned)A[t] * 65536u" in src
+    assert len(compiler.compile_cuda(src, arch).cubin) > 0
 
 
 def test_attr_stmt_and_typed_address():
