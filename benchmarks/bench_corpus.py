@@ -24,7 +24,6 @@ import contextlib
 import datetime
 import importlib
 import json
-import math
 import os
 import signal
 import sys
@@ -36,6 +35,7 @@ from typing import Any, Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,34 +338,17 @@ def time_limit(seconds: float):
         signal.signal(signal.SIGALRM, old)
 
 
-def median_ms(fn: Callable[[], Any], warmup: int = 15, rep: int = 60) -> float:
-    """Median milliseconds of ``fn()``: triton's do_bench (CUDA events, L2 flushed), else events."""
-    import torch
+def median_ms(fn: Callable[[], Any]) -> float:
+    """Median milliseconds of ``fn()`` (bench_cuda.bench: triton's do_bench, CUDA events)."""
+    from bench_cuda import bench
 
-    try:
-        import triton.testing
-
-        return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
-    except ImportError:
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(30):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b))
-        return sorted(times)[len(times) // 2]
+    return bench(fn, warmup=15, rep=60)
 
 
 def rel_err(out: Any, ref: Any) -> float:
-    out, ref = out.double(), ref.double()
-    if not bool(out.isfinite().all()):
-        return math.inf
-    return float((out - ref).norm() / ref.norm().clamp_min(1e-30))
+    from bench_cuda import rel_err as err
+
+    return err(out, ref)
 
 
 def short_error(e: BaseException) -> str:
