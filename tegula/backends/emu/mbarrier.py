@@ -34,11 +34,14 @@ from tegula.backends.emu.builtins import compile_addr
 from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
 
 
+MAX_POLLS = 1000  # failed try_waits in a row, with no other thread to run, that make a deadlock
+
+
 class Bar:
     """One mbarrier: counts of the current phase, the phases completed, copies in flight."""
 
     __slots__ = ("name", "count", "pending", "tx", "phase", "vec", "done", "inflight", "agent",
-                 "init_thread", "init_clk", "init_span", "fenced", "last_arrive")
+                 "init_thread", "init_clk", "init_span", "fenced", "last_arrive", "polls")
 
     def __init__(self, name: str, count: int, size: int, init_thread: int, init_clk: int, span: Any):
         self.name, self.count, self.pending, self.tx, self.phase = name, count, count, 0, 0
@@ -49,6 +52,7 @@ class Bar:
         self.init_thread, self.init_clk, self.init_span = init_thread, init_clk, span
         self.fenced = False
         self.last_arrive: Optional[Any] = None
+        self.polls = 0                # failed try_waits in a row
 
     def state(self) -> str:
         s = f"it expects {self.pending} arrival(s) more (of {self.count})"
@@ -308,8 +312,13 @@ def _try_wait(e: E.Builtin, ctx: Ctx) -> CExpr:
                 if _try_deliver(st, b, int(p)):
                     st.tracker.acquire(mine, b.done[int(p) & 1])
                     out[mine] = True
+                    b.polls = 0
                 elif st.scheduler is not None:
                     st.scheduler.yield_(env)
+                else:  # in step, nobody else runs: a loop polling it would spin for ever
+                    b.polls += 1
+                    if b.polls > MAX_POLLS:
+                        raise _deadlock(st, b, int(p), mine, span)
         return out
     return CExpr(try_wait, True)
 

@@ -51,6 +51,89 @@ HOPPER = {
 }
 
 
+def transposed_gemm(M, N, K, ta, tb):
+    import tegula.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((K, M) if ta else (M, K), "float16"), B: T.Tensor((N, K) if tb else (K, N), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // 64, M // 64, threads=128) as (bx, by):
+            A_s = T.alloc_shared((32, 64) if ta else (64, 32), "float16")
+            B_s = T.alloc_shared((64, 32) if tb else (32, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(K // 32, num_stages=2):
+                if ta:
+                    T.copy(A[k * 32, by * 64], A_s)
+                else:
+                    T.copy(A[by * 64, k * 32], A_s)
+                if tb:
+                    T.copy(B[bx * 64, k * 32], B_s)
+                else:
+                    T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_A=ta, transpose_B=tb)
+            T.copy(C_l, C[by * 64, bx * 64])
+    return main
+
+
+@pytest.mark.parametrize("ta,tb", [(True, False), (True, True), (False, True)])
+def test_wgmma_descriptors_of_both_majors(ta, tb, rng):
+    """MN-major and K-major operands: the descriptors' leading and stride byte offsets differ."""
+    from tegula.backends.cuda.pipeline import lower
+    from tegula.target import Target
+
+    f = transposed_gemm(128, 64, 96, ta, tb)
+    assert "tl::wgmma_ss(" in lower(f, Target("cuda", "sm_90a"), {}).script()
+    ref, got = run_both(f, random_args(f, rng), arch="sm_90a")
+    assert_match(ref, got, GEMM_TOL, GEMM_TOL)
+OVERLAP = {"tegula.wgmma_overlap": True}
+
+
+def test_wgmma_overlap_keeps_a_group_in_flight(rng):
+    """wait_group 1 in the loop, loads S - 2 ahead, drained after it; without the drain the
+    epilogue reads accumulators still in flight."""
+    from tegula.backends.cuda.pipeline import lower
+    from tegula.backends.emu import execute
+    from tegula.errors import RaceError
+    from tegula.target import Target
+    from hopper_util import nth, without
+
+    f = ex("gemm").matmul.get_tir(128, 128, 256, 128, 128, 32, 4, 128)
+    low = lower(f, Target("cuda", "sm_90a"), OVERLAP)
+    assert "tl::wgmma_wait_group(template=(1,)" in low.script()
+    ref, got = run_both(f, random_args(f, rng), OVERLAP, arch="sm_90a")
+    assert_match(ref, got, GEMM_TOL, GEMM_TOL)
+    drain = nth(low, "tl::wgmma_wait_group", 1)
+    with pytest.raises(RaceError, match=r"accumulator read before wgmma.wait_group: thread 0 reads register 'C_local'"):
+        execute(without(low, drain), random_args(f, rng))
+
+
+def test_fp8_wgmma(rng):
+    import tegula.language as T
+
+    M, N, K = 128, 64, 128
+
+    @T.prim_func
+    def fp8(A: T.Tensor((M, K), "float8_e4m3"), B: T.Tensor((N, K), "float8_e5m2"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, 2, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 64), "float8_e4m3")
+            B_s = T.alloc_shared((64, 64), "float8_e5m2")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(K // 64, num_stages=2):
+                T.copy(A[by * 64, k * 64], A_s)
+                T.copy(B[bx * 64, k * 64], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True)
+            T.copy(C_l, C[by * 64, bx * 64])
+
+    from tegula.backends.cuda.pipeline import lower
+    from tegula.target import Target
+
+    assert "tl::wgmma_ss_fp8" in lower(fp8, Target("cuda", "sm_90a"), {}).script()
+    ref, got = run_both(fp8, random_args(fp8, rng), arch="sm_90a")
+    assert_match(ref, got, 1e-4, 1e-4)
+
+
 @pytest.mark.parametrize("name", sorted(HOPPER))
 def test_hopper_lowering_runs_as_lowered(name, rng):
     """The sm_90a lowering's own instructions run on the emulator (none is swapped for sm_80 ones)."""
