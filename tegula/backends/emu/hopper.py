@@ -369,35 +369,48 @@ def _wgmma_fence(e: E.Builtin, ctx: Ctx) -> CExpr:
     return CExpr(fence, False)
 
 
-def _setmaxnreg(inc: bool) -> Callable:
+def _setmaxnreg(inc: Optional[bool]) -> Callable:
+    """setmaxnreg.inc / .dec (``inc`` None: the template's second value says which)."""
     def rule(e: E.Builtin, ctx: Ctx) -> CExpr:
-        regs = int(template(e)[0]) if template(e) else int(compile_expr(e.args[0], ctx).fn([]))
+        tpl = template(e)
+        regs = int(tpl[0]) if tpl else int(compile_expr(e.args[0], ctx).fn([]))
+        up = bool(int(tpl[1])) if inc is None else inc
         n, span = ctx.nthreads, e.span or ctx.span
-        what = f"setmaxnreg.{'inc' if inc else 'dec'} {regs}"
+        what = f"setmaxnreg.{'inc' if up else 'dec'} {regs}"
         if regs % 8 or not 24 <= regs <= 256:
             raise UnsupportedError(f"{what}: the register count must be a multiple of 8 in [24, 256]", span)
 
         def run(env: list) -> Any:
             st = env[STATE]
             h = hopper(st)
-            for g, _ in _warpgroups(env, n, span, what):
-                w = h.warpgroup(st, g)
-                w.regs = regs
             nwg = -(-n // WARPGROUP)
-            total = sum((h.wgs[g].regs if g in h.wgs and h.wgs[g].regs else st.regs_per_thread)
-                        * WARPGROUP for g in range(nwg))
-            if total > REGISTER_FILE:
-                raise SyncError(f"{what}: the block's warpgroups now ask for {total} registers, more than "
-                                f"the {REGISTER_FILE} of the register file ({st.rep.block})", span,
-                                hint="the producer must release registers (setmaxnreg.dec) before the "
-                                "consumers take them (setmaxnreg.inc)")
+            start = min(256, REGISTER_FILE // (nwg * WARPGROUP)) // 8 * 8  # the launch's share
+
+            def total(g: int = -1) -> int:
+                return sum((regs if i == g else (h.wgs[i].regs if i in h.wgs and h.wgs[i].regs else start))
+                           * WARPGROUP for i in range(nwg))
+
+            for g, _ in _warpgroups(env, n, span, what):
+                if up and total(g) > REGISTER_FILE:
+                    # setmaxnreg.inc waits until other warpgroups released enough registers
+                    err = SyncError(f"deadlock: {what} by warpgroup {g} waits for registers nobody "
+                                    f"releases: the block's warpgroups would hold {total(g)} of the "
+                                    f"{REGISTER_FILE} registers ({st.rep.block})\n  warpgroup {g}: "
+                                    f"{where(span)}", span, hint="the other warpgroups must lower their "
+                                    "budget (setmaxnreg.dec) enough for this increase")
+                    if st.scheduler is None:
+                        raise err
+                    st.scheduler.block(lambda g=g: total(g) <= REGISTER_FILE, env, lambda err=err: err,
+                                       what=f"warpgroup {g} waits for registers: {where(span)}")
+                h.warpgroup(st, g).regs = regs
             return np.True_
         return CExpr(run, False)
     return rule
 
 
-builtin_rule("tl::warpgroup_reg_alloc", "tl::setmaxnreg_inc")(_setmaxnreg(True))
-builtin_rule("tl::warpgroup_reg_dealloc", "tl::setmaxnreg_dec")(_setmaxnreg(False))
+builtin_rule("tl::warpgroup_reg_alloc")(_setmaxnreg(True))
+builtin_rule("tl::warpgroup_reg_dealloc")(_setmaxnreg(False))
+builtin_rule("tl::set_max_nreg")(_setmaxnreg(None))
 
 
 # ---------------------------------------------------------------------------------------------

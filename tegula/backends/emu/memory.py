@@ -53,7 +53,6 @@ class BlockState:
     local_slots: dict = field(default_factory=dict)   # local buffer index -> env slot
     hopper: Any = None                               # hopper.Hopper, made when first needed
     scheduler: Any = None                            # tasks.Scheduler of a warp-specialized block
-    regs_per_thread: int = 168                       # before any setmaxnreg
 
     def pool_view(self, d: np.dtype) -> np.ndarray:
         v = self.views.get(d)
