@@ -2,12 +2,12 @@
 synchronization statement removed."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional
 
 from tegula.backends.cuda.pipeline import lower
 from tegula.ir import expr as E
 from tegula.ir import stmt as S
-from tegula.ir.visitor import Mutator
 from tegula.target import Target
 
 from emu_util import ex
@@ -39,21 +39,39 @@ def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:
     return f, lower(f, Target("cuda", "sm_90a"), NO_WS if configs is None else configs)
 
 
-class Mutate(Mutator):
-    """Visits the synchronization statements in order; ``drop``: the one removed, ``change``:
-    a function rewriting it instead."""
+class Mutate:
+    """Walks the statements in order, counting the synchronization statements (``seen``);
+    ``drop``: the index of the one removed, ``change``: a function rewriting it instead. Only
+    statement containers are rebuilt (expressions and variables stay the same objects)."""
+
+    CHILDREN = {S.SeqStmt: ("stmts",), S.IfThenElse: ("then", "else_"), S.For: ("body",),
+                S.While: ("body",), S.AttrStmt: ("body",), S.Kernel: ("body",),
+                S.PrimFunc: ("body",)}
 
     def __init__(self, drop: int = -1, change: Optional[Callable] = None):
-        super().__init__()
         self.drop, self.change = drop, change
         self.seen: list = []
 
-    def visit_Evaluate(self, s: S.Evaluate) -> S.Stmt:
-        if isinstance(s.value, E.Builtin) and s.value.name in SYNC:
-            self.seen.append(s)
-            if len(self.seen) - 1 == self.drop:
-                return self.change(s) if self.change is not None else S.SeqStmt(())
-        return s
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, S.Evaluate):
+            if isinstance(node.value, E.Builtin) and node.value.name in SYNC:
+                self.seen.append(node)
+                if len(self.seen) - 1 == self.drop:
+                    return self.change(node) if self.change is not None else S.SeqStmt(())
+            return node
+        fields = self.CHILDREN.get(type(node))
+        if fields is None:
+            return node
+        changes = {}
+        for f in fields:
+            v = getattr(node, f)
+            if isinstance(v, tuple):
+                new = tuple(self.visit(c) for c in v)
+            else:
+                new = self.visit(v) if v is not None else None
+            if new is not v:
+                changes[f] = new
+        return dataclasses.replace(node, **changes) if changes else node
 
 
 def sync_statements(low: Any) -> list:

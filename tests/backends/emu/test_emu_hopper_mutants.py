@@ -35,24 +35,24 @@ class _Lookahead(Mutate):
         self.ahead: dict = {}
         self.fence_reads: list = []
 
-    def visit_SeqStmt(self, s: S.SeqStmt) -> S.Stmt:
-        for i, c in enumerate(s.stmts):
-            if isinstance(c, S.Evaluate) and isinstance(c.value, E.Builtin) and c.value.name == "tl::fence_proxy_async":
-                bufs = set()
-                for d in s.stmts[i + 1:]:
-                    if isinstance(d, S.Evaluate) and isinstance(d.value, E.Builtin):
-                        if d.value.name == "tl::wgmma_commit_group":
-                            break
-                        for a in d.value.args:
-                            if isinstance(a, E.Builtin) and a.name == "tl::wgmma_desc":
-                                bufs.add(a.args[0].args[0].buffer)
-                self.ahead[id(c)] = bufs
-        return super().generic_visit(s)
-
-    def visit_Evaluate(self, s: S.Evaluate) -> S.Stmt:
-        out = super().visit_Evaluate(s)
-        if isinstance(s.value, E.Builtin) and s.value.name == "tl::fence_proxy_async":
-            self.fence_reads.append((len(self.seen) - 1, self.ahead.get(id(s), set())))
+    def visit(self, node):
+        if isinstance(node, S.SeqStmt):
+            for i, c in enumerate(node.stmts):
+                if isinstance(c, S.Evaluate) and isinstance(c.value, E.Builtin) and \
+                        c.value.name == "tl::fence_proxy_async":
+                    bufs = set()
+                    for d in node.stmts[i + 1:]:
+                        if isinstance(d, S.Evaluate) and isinstance(d.value, E.Builtin):
+                            if d.value.name == "tl::wgmma_commit_group":
+                                break
+                            for a in d.value.args:
+                                if isinstance(a, E.Builtin) and a.name == "tl::wgmma_desc":
+                                    bufs.add(a.args[0].args[0].buffer)
+                    self.ahead[id(c)] = bufs
+        out = super().visit(node)
+        if isinstance(node, S.Evaluate) and isinstance(node.value, E.Builtin) and \
+                node.value.name == "tl::fence_proxy_async":
+            self.fence_reads.append((len(self.seen) - 1, self.ahead.get(id(node), set())))
         return out
 
 
