@@ -56,6 +56,12 @@ DESC_SWIZZLE = {1: 128, 2: 64, 3: 32}           # wgmma descriptor mode -> bytes
 REGISTER_FILE = 65536                           # 32-bit registers per SM
 
 
+def units_of(pos: np.ndarray, unit: int) -> np.ndarray:
+    """The tracker units of distinct byte positions that come in runs of whole units (16-byte
+    chunks stay whole under a swizzle, elements under a descriptor)."""
+    return pos.reshape(-1)[::unit] // unit
+
+
 def swizzle(pos: np.ndarray, width: int) -> np.ndarray:
     """Shared byte addresses moved by a ``width``-byte swizzle (16-byte chunks XOR row bits)."""
     if not width:
@@ -252,8 +258,8 @@ def _tma_load(e: E.Builtin, ctx: Ctx) -> CExpr:
             if b.agent < 0:
                 b.agent = tr.agent(f"the TMA load on mbarrier '{b.name}'", "tma")
             tr.join_agent(b.agent, lane)
-            units = np.unique(pos // tr.unit)[None, :]
-            tr.issue(units, np.array([b.agent]), site, dinfo, tag=b.phase)
+            units = units_of(pos, tr.unit)[None, :]
+            tr.issue(units, np.array([b.agent]), site, dinfo, tag=b.phase, distinct=True)
             b.inflight.append(TmaCopy(pos, np.ascontiguousarray(vals).view(np.uint8), units, box.nbytes,
                                       site, dinfo))
         return np.True_
@@ -263,7 +269,7 @@ def _tma_load(e: E.Builtin, ctx: Ctx) -> CExpr:
 def land_tma(st: Any, b: Any, c: TmaCopy) -> None:
     """The copy engine delivers ``c``: bytes in shared memory, transaction bytes on ``b``."""
     st.pool[c.pos] = c.data
-    st.tracker.land(c.units, np.array([b.agent]), c.site, c.buf, tag=b.phase)
+    st.tracker.land(c.units, np.array([b.agent]), c.site, c.buf, tag=b.phase, distinct=True)
     b.tx -= c.nbytes
     settle(st, b)
 
@@ -292,7 +298,7 @@ def _tma_store(e: E.Builtin, ctx: Ctx) -> CExpr:
             if rec is None:
                 rec = h.stores[lane] = [tr.agent(f"thread {lane}'s TMA store", "tma_store"), [], False]
             tr.join_agent(rec[0], lane)
-            tr.async_read(np.unique(pos // tr.unit), rec[0], np.array([lane]), site, sinfo)
+            tr.async_read(units_of(pos, tr.unit), rec[0], np.array([lane]), site, sinfo)
             rec[2] = True
             flat, ok = box.elements(env, _lane_coords(env, fcs, lane, n))
             vals = np.ascontiguousarray(st.pool[pos]).view(gdt)
@@ -520,7 +526,7 @@ def _read_operand(st: Any, d: int, rows: int, k: int, dtype: np.dtype, mn_major:
                         f"buffers ({st.rep.block})", span)
     tr = st.tracker
     tr.sites[site].buffer = info
-    tr.async_read(np.unique(pos // tr.unit), agent, lanes, site, info)
+    tr.async_read(units_of(pos, tr.unit), agent, lanes, site, info)
     return st.pool[pos.reshape(-1)].view(dtype).reshape(rows, k)
 
 

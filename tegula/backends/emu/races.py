@@ -321,7 +321,8 @@ class Tracker:
         self.read(Uf[:, None], np.full(len(Uf), a, np.int32), site, buf)
 
     # -- cp.async and TMA -------------------------------------------------------------------------
-    def issue(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo, tag: int = 0) -> None:
+    def issue(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo, tag: int = 0,
+              distinct: bool = False) -> None:
         """An asynchronous copy by agents ``L`` into units ``U`` begins: it may land at any time
         until its completion, so it conflicts with accesses not ordered before it already."""
         L2 = np.broadcast_to(L[:, None], U.shape).ravel()
@@ -333,13 +334,20 @@ class Tracker:
         pend = self.pend[Uf] > 0
         if waw.any() or war1.any() or war2.any() or pend.any():
             self._write_finding(Uf, L2, wt, waw, war1, war2, pend, site, buf)
-        np.add.at(self.pend, Uf, 1)
+        if distinct:  # no unit twice: a plain increment
+            self.pend[Uf] += 1
+        else:
+            np.add.at(self.pend, Uf, 1)
         self.pend_thr[Uf] = L2
         self.pend_site[Uf] = site
         self.pend_tag[Uf] = tag
 
-    def land(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo, tag: int = 0) -> None:
-        np.subtract.at(self.pend, U.ravel(), 1)
+    def land(self, U: np.ndarray, L: np.ndarray, site: int, buf: BufInfo, tag: int = 0,
+             distinct: bool = False) -> None:
+        if distinct:
+            self.pend[U.ravel()] -= 1
+        else:
+            np.subtract.at(self.pend, U.ravel(), 1)
         self.write(U, L, site, buf, landing=True)
         self.w_tag[U.ravel()] = tag
 

@@ -46,6 +46,22 @@ def _lines(msg: str, *fragments: str) -> None:
 
 # -- semantics --------------------------------------------------------------------------------
 
+def test_the_emulator_target_keeps_every_hopper_pass(rng):
+    """``cuda-emu:sm_90a`` lowers with the whole sm_90a pipeline: none of its passes is dropped
+    for the emulator's sake."""
+    from emu_util import ex
+    from tegula.transform import pipeline_for
+
+    f = ex("gemm").matmul.get_tir(128, 64, 64, 64, 64, 32)
+    k = tegula.compile(f, out_idx=[-1], target="cuda-emu:sm_90a")
+    src = k.get_kernel_source()
+    assert "tl::tma_load(" in src and "tl::wgmma_ss(" in src and "tl::mbarrier_wait(" in src
+    a, b = (rng.standard_normal((128 if i == 0 else 64, 64)).astype(np.float16) for i in range(2))
+    np.testing.assert_allclose(k(a, b).astype(np.float64), a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=2e-2, atol=2e-2)
+    assert pipeline_for("cuda-emu:sm_90a").names() == pipeline_for("cuda:sm_90a").names()
+
+
 def test_gemm_runs_the_lowered_hopper_code(gemm, rng):
     f, low = gemm
     src = low.script()
