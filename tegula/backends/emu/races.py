@@ -276,6 +276,10 @@ class Tracker:
                 self._fail("stage reused before the consumer released it (write after read)", i, U, L, site,
                            o, osite, buf, "{t} overwrites it while the read by {o} is not ordered before it "
                            "(no wait on the stage's empty barrier, wgmma.wait_group or barrier in between)")
+            elif self._kind(o) == "tma_store":
+                self._fail("tile rewritten while a TMA store still reads it", i, U, L, site, o, osite, buf,
+                           "{t} writes it while {o} may still read it (no tma_store_wait, then a barrier, "
+                           "in between)")
             elif self._kind(o) == "wgmma":
                 self._fail("write to a wgmma operand still being read", i, U, L, site, o, osite, buf,
                            "{t} writes it while {o} may still read it (no wgmma.wait_group retired "
@@ -365,6 +369,8 @@ _HINTS = {
         "(T.mbarrier_wait_parity) before reading what the TMA load brings",
     "stage reused before the consumer released it (write after read)": "the producer must wait on the "
         "stage's empty barrier, which the consumers arrive on after their last read",
+    "tile rewritten while a TMA store still reads it": "tl::tma_store_wait<0>() by the issuing thread, "
+        "then a barrier, before the tile is written again",
     "write to a wgmma operand still being read": "wgmma.wait_group must retire the wgmma before its "
         "operands are overwritten",
     "generic-proxy write read by the async proxy without fence.proxy.async": "put "

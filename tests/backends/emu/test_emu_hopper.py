@@ -273,3 +273,69 @@ def test_consumer_that_never_releases_deadlocks_the_producer(rng):
     _lines(str(e.value), "deadlock: threads 128-255 (warpgroup 1) wait for phase 0 (parity 0) of mbarrier "
            "'empty[0]'", "it expects 128 arrival(s) more (of 128)", "# ws: empty wait",
            "meanwhile threads 0-127 (warpgroup 0): threads 0-127 (warpgroup 0) wait for phase")
+
+
+# -- TMA stores (hand-built thread-level IR: the lowering emits none yet) ----------------------
+
+def _tma_store_kernel(fence=True, wait=True, overwrite=False):
+    from tegula.backends.cuda.passes.lower_tma import TmaMap
+    from tegula.ir.buffer import Buffer
+    from tegula.ir.expr import Builtin, Var, const
+    from tegula.ir.span import Span
+    import inspect
+
+    def here():
+        return Span(__file__, inspect.currentframe().f_back.f_lineno)
+
+    O = Buffer("O", (64, 64), "float16")
+    sm = Buffer("S", (64 * 64,), "float16", scope="shared.dyn")
+    tx, bx, j = Var("tx"), Var("bx"), Var("j")
+    tmap = TmaMap(Var("O_tmap_0", dt.uint64), O, (64, 64), 3)  # 128-byte swizzle
+
+    def call(name, *args, tpl=None):
+        attrs = (("template", tpl),) if tpl is not None else ()
+        line = Span(__file__, inspect.currentframe().f_back.f_lineno)  # the caller's line
+        return S.Evaluate(Builtin(name, tuple(args), dt.bool_, attrs), span=line)
+
+    def addr(load):
+        return Builtin("address_of", (load,), dt.int64)
+
+    fill = S.For(j, const(0), 32, S.BufferStore(sm, (tx * 32 + j,), E.cast(dt.float16, (tx * 32 + j) % 1024),
+                                                span=here()), "serial", 1, {}, span=here())  # store: fill
+    store = [call("tl::tma_store", tmap.var, addr(sm[0]), const(0), const(0)),  # store: issue
+             call("tl::tma_store_commit")]
+    if wait:
+        store.append(call("tl::tma_store_wait", tpl=(0,)))
+    body = [fill] + ([call("tl::fence_proxy_async")] if fence else []) + [call("sync_threads"),
+            S.IfThenElse(E.compare("eq", tx, 0), S.seq(*store), span=here()), call("sync_threads")]
+    if overwrite:
+        body.append(S.BufferStore(sm, (tx,), E.cast(dt.float16, 0), span=here()))  # store: overwrite
+    k = S.Kernel(grid=(1,), threads=(128,), block_vars=(bx,), allocs=(sm,), body=S.seq(*body),
+                 thread_var=tx, annotations={"tma_maps": [tmap]}, span=here())
+    return S.PrimFunc("tma_store", (O,), k, span=here())
+
+
+def test_tma_store_writes_the_box_through_the_swizzle():
+    from tegula.backends.emu.hopper import swizzle
+
+    o = np.zeros((64, 64), np.float16)
+    execute(_tma_store_kernel(), [o])
+    src = (np.arange(4096) % 1024).astype(np.float16)
+    want = src[swizzle(np.arange(4096, dtype=np.int64) * 2, 128) // 2].reshape(64, 64)
+    np.testing.assert_array_equal(o, want)
+
+
+def test_tma_store_of_generic_writes_needs_the_proxy_fence():
+    with pytest.raises(RaceError) as e:
+        execute(_tma_store_kernel(fence=False), [np.zeros((64, 64), np.float16)])
+    _lines(str(e.value), "generic-proxy write read by the async proxy without fence.proxy.async on shared "
+           "buffer 'S'", "thread 0's TMA store", "# store: issue", "# store: fill")
+
+
+def test_tile_rewritten_before_the_tma_store_finished_reading_it():
+    execute(_tma_store_kernel(overwrite=True), [np.zeros((64, 64), np.float16)])  # waited: fine
+    with pytest.raises(RaceError) as e:
+        execute(_tma_store_kernel(wait=False, overwrite=True), [np.zeros((64, 64), np.float16)])
+    _lines(str(e.value), "tile rewritten while a TMA store still reads it on shared buffer 'S'",
+           "thread 0's TMA store",
+           "# store: overwrite", "# store: issue")
