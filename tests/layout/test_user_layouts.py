@@ -20,9 +20,9 @@ ARCHS = ("sm_80", "sm_90a")
 
 def run_everywhere(f, *arrays, out_shape, out_dtype=np.float32, plain=None):
     """Results of ``f`` on cpu and cuda-emu, which must agree bit for bit (for kernels with a
-    tensor-core gemm, whose rounding order differs between the two, cuda-emu must instead agree
-    bit for bit with ``plain``, the kernel without the annotation); also compiled for both CUDA
-    archs where a compiler exists."""
+    tensor-core gemm, whose rounding order differs between the two, cuda-emu and
+    cuda-emu:sm_90a must instead agree bit for bit with ``plain``, the kernel without the
+    annotation); also compiled for both CUDA archs where a compiler exists."""
     if available_backends():
         for arch in ARCHS:
             assert "__global__" in tegula.compile(f, target=f"cuda:{arch}").get_kernel_source()
@@ -35,6 +35,8 @@ def run_everywhere(f, *arrays, out_shape, out_dtype=np.float32, plain=None):
     emu = run(f, "cuda-emu")
     np.testing.assert_array_equal(emu, run(plain if plain is not None else f,
                                            "cuda-emu" if plain is not None else "cpu"))
+    if plain is not None:  # the Hopper lowering (TMA stages, wgmma) keeps the layouts too
+        np.testing.assert_array_equal(run(f, "cuda-emu:sm_90a"), run(plain, "cuda-emu:sm_90a"))
     return emu
 
 

@@ -23,6 +23,7 @@ from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import BufferStore, Evaluate, For, Gemm, Stmt, seq
 from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import MmaLayout
+from tegula.layout.mma import a_lane_offsets, b_lane_offsets
 from tegula.layout.wgmma import WgmmaLayout
 from tegula.backends.cuda.passes.lower_wgmma import lower_wgmma
 from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, region_index,
@@ -96,15 +97,11 @@ def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
             dst = BufferLoad(a_frag, (E.const(mi * aper),))
             if a_buf.is_shared or a_buf.is_fragment:
                 staged = a_buf.is_fragment
-                if not g.transpose_A:
-                    row, col = m0 + lane % 16, kk * kstep + (lane // 16) * (kstep // 2)
-                    src = ctx.load(a_buf, _a_elem(g, row, col), staged=staged)
-                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(4, "false"))))
-                    continue
-                if elt.bits == 16:
-                    krow, mcol = kk * 16 + (lane // 16) * 8 + lane % 8, m0 + ((lane // 8) % 2) * 8
-                    src = ctx.load(a_buf, _a_elem(g, mcol, krow), staged=staged)
-                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(4, "true"))))
+                if not g.transpose_A or elt.bits == 16:
+                    dm, dk = a_lane_offsets(lane, kstep, g.transpose_A)
+                    src = ctx.load(a_buf, _a_elem(g, m0 + dm, kk * kstep + dk), staged=staged)
+                    trans = "true" if g.transpose_A else "false"
+                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(4, trans))))
                     continue
             for e in range(aper):  # element loads (transposed int8)
                 if elt.bits == 16:
@@ -125,16 +122,10 @@ def _mma_gemm(ctx: Ctx, g: Gemm, lay: MmaLayout) -> Stmt:
             dst = BufferLoad(b_frag, (E.const(ni * bper),))
             if ldm:
                 num = 4 if pair else 2
-                if g.transpose_B:
-                    nrow = n0 + ((lane // 16) * 8 if pair else 0) + lane % 8
-                    kcol = kk * kstep + ((lane // 8) % 2) * (kstep // 2)
-                    src = ctx.load(b_buf, _b_elem(g, kcol, nrow))
-                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(num, "false"))))
-                else:
-                    krow = kk * 16 + ((lane // 8) % 2) * 8 + lane % 8
-                    ncol = n0 + ((lane // 16) * 8 if pair else 0)
-                    src = ctx.load(b_buf, _b_elem(g, krow, ncol))
-                    stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(num, "true"))))
+                dk, dn = b_lane_offsets(lane, kstep, g.transpose_B, pair)
+                src = ctx.load(b_buf, _b_elem(g, kk * kstep + dk, n0 + dn))
+                trans = "false" if g.transpose_B else "true"
+                stmts.append(Evaluate(call("tl::ldmatrix", addr(dst), addr(src), template=(num, trans))))
                 ni += 2 if pair else 1
                 continue
             for e in range(bper):  # int8 B stored k-major: element loads
