@@ -20,6 +20,7 @@ import argparse
 import ast
 import importlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -34,6 +35,14 @@ def test_functions(path: Path) -> list[str]:
     """The ``test_*`` functions a test file defines, in order (read, not imported)."""
     tree = ast.parse(path.read_text())
     return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+
+
+def summary(out: str, rc: int) -> str:
+    """The line naming a failure: the last ``SomeError: message`` line of the output (tegula's
+    errors go on with the source line and a caret), else the last line."""
+    lines = out.splitlines()
+    named = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*:", ln)]
+    return (named or lines or [f"exit code {rc}"])[-1]
 
 
 def run_one(path: Path, name: str) -> None:
@@ -88,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"PASS {rel}::{name} ({secs:.1f} s)")
             else:
                 failed += 1
-                last = out.splitlines()[-1] if out else f"exit code {rc}"
-                print(f"FAIL {rel}::{name} ({secs:.1f} s): {last[:300]}")
+                print(f"FAIL {rel}::{name} ({secs:.1f} s): {summary(out, rc)[:300]}")
             sys.stdout.flush()
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
