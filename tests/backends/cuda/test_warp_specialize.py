@@ -328,7 +328,7 @@ def _example(name):
 
 def test_pass_splits_the_example_gemm_into_producer_and_consumers():
     f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 3, 256, dtype="float16")
-    s = _lowered(f)
+    s = _lowered(f, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: True})  # level with TmaPipeline: not by default
     P, C = "# warp_specialize: (256, 128, 3)", "# warp_specialize: (0, 256, 1)"
     assert "threads=384" in s
     head, loop = s[:s.index("for k in")], s[s.index("for k in"):]
@@ -343,8 +343,9 @@ def test_pass_splits_the_example_gemm_into_producer_and_consumers():
 
 
 def test_pass_takes_by_default_only_the_loops_it_measured_faster_on():
-    """Loops of gemms that TmaPipeline would not overlap: taken; 4 stages of a 128x256 tile
-    (overlapped) and attention (softmax between the gemms): left, unless forced."""
+    """Loops of gemms over tiles up to 64x128 that TmaPipeline would not overlap: taken; 4 stages
+    of a 128x256 tile (overlapped), the corpus's 128x128 GEMM and attention (softmax between the
+    gemms): left, unless forced."""
     g, fa = _example("gemm"), _example("flash_attention")
     skinny = g.matmul.get_tir(64, 1024, 1024, 64, 128, 64, 4, 128)
     big4 = g.matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256)
@@ -352,10 +353,13 @@ def test_pass_takes_by_default_only_the_loops_it_measured_faster_on():
     assert "# warp_specialize" in _lowered(skinny)
     assert "# warp_specialize" not in _lowered(big4) and "wgmma_wait_group(template=(1,)" in _lowered(big4)
     assert "# warp_specialize" not in _lowered(attn)
+    corpus = g.matmul.get_tir(1024, 1024, 1024, 128, 128, 32, 3, 128)  # 1.46x slower split (H200)
+    assert "# warp_specialize" not in _lowered(corpus)
     on = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True}
     assert "# warp_specialize" in _lowered(big4, pass_configs=on) and "# warp_specialize" in _lowered(attn, pass_configs=on)
     assert "# warp_specialize" not in _lowered(skinny, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: False})
-    assert "# warp_specialize" in _lowered(big4, pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: False})
+    # a 128x256 tile is over the default's limit (WS_AUTO_MAX_ELEMS) even without the overlap
+    assert "# warp_specialize" not in _lowered(big4, pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: False})
 
 
 def test_pass_is_off_with_its_pass_config_with_tma_off_and_on_sm80():

@@ -8,8 +8,8 @@ registers (``setmaxnreg`` down to 40) and the consumers take them (up to 232).
 It can take a kernel of tile-level code with a block of 128 or 256 threads whose only pipelined
 loop sits at the top of the kernel body (the other top-level statements, except lets of index
 arithmetic, go to the consumers) and whose producers all pass ``tma_copy_ok``. By default it
-takes those loops where it measured faster: loops of nothing but gemms that ``TmaPipeline`` would
-not overlap (see :func:`_wanted`); ``tegula.warp_specialize`` forces it on or off for every loop
+takes those loops where it measured faster: loops of nothing but gemms over tiles up to 64x128 that
+``TmaPipeline`` would not overlap (see :func:`_wanted`); ``tegula.warp_specialize`` forces it on or off for every loop
 it can take. The rest is left to ``TmaPipeline``. ``tl.disable_warp_specialized`` (or
 ``tl.disable_tma_lower``) removes the pass.
 
@@ -70,17 +70,26 @@ def _pipelined_loops(s: Stmt) -> int:
     return len(n)
 
 
+# Largest accumulator tile the pass takes by default. Measured on an H200 (BENCHMARKS.md): +12% at
+# 64x128 (M = 64); the corpus's 128x128x32 3-stage GEMM with 128 threads ran 1.46x slower split
+# (0.376 ms against 0.257 ms at 4096^3 fp16; fp8 0.197 against 0.156 ms).
+WS_AUTO_MAX_ELEMS = 64 * 128
+
+
 def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bool]) -> bool:
     """Whether to split a loop the pass can take. Measured on an H200 (BENCHMARKS.md): faster
     than TmaPipeline for loops of gemms that it runs without overlap (+12% for the 64-row tiles
     of M = 64, level with 128x256 tiles at 3 stages against their 4-stage overlap), slower where
-    it overlaps (-5% bf16 8192^3) and for attention (-5..-22%: the softmax between the gemms)."""
+    it overlaps (-5% bf16 8192^3), for 128x128 tiles of 128 threads (-32%) and for attention
+    (-5..-22%: the softmax between the gemms)."""
     if force is not None:
         return bool(force)
     gemms = [c for c in consumers if isinstance(c, Gemm)]
     if not gemms or not all(isinstance(c, (Gemm, LetStmt)) for c in consumers) or overlap:
         return False
     elems = max(tile_numel(g.C.extents) for g in gemms)
+    if elems > WS_AUTO_MAX_ELEMS:
+        return False
     return overlap is False or not (S >= AUTO_OVERLAP_STAGES and elems >= AUTO_OVERLAP_ELEMS)
 
 
