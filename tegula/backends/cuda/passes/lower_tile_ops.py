@@ -210,10 +210,6 @@ def named_barriers(s: Stmt, bar_id: int, n: int) -> Stmt:
     return M().visit(s)
 
 
-def _evaluate(ctx: Ctx, s: Evaluate) -> Stmt:
-    return Evaluate(block_expr(ctx, s.value), span=s.span)
-
-
 def _store(ctx: Ctx, s: BufferStore) -> Stmt:
     b = s.buffer
     value = block_expr(ctx, s.value)
