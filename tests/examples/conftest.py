@@ -26,6 +26,12 @@ def example():
 
 
 @pytest.fixture
+def examples_dir():
+    """The examples/ folder (test modules take it from here: ``conftest`` is no importable name)."""
+    return EXAMPLES
+
+
+@pytest.fixture
 def seed(rng):
     """A fresh seed per test; it shows in the traceback of a failing call."""
     return int(rng.integers(1 << 31))

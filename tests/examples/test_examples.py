@@ -11,14 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES
-
 ALL = ["elementwise_add", "softmax", "gemm", "flash_attention", "rmsnorm", "gemm_int8", "write_a_pass",
        "splitk_gemm", "quantize", "linear_macro"]
 
 
-def test_every_example_is_listed():
-    assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted(ALL)
+def test_every_example_is_listed(examples_dir):
+    assert sorted(p.stem for p in examples_dir.glob("*.py")) == sorted(ALL)
 
 
 @pytest.mark.parametrize("M, N", [(64, 64), (100, 70), (1, 3)])
@@ -146,8 +144,8 @@ def test_linear_macro(example, seed, M, N, K):
 
 
 @pytest.mark.parametrize("name", ["elementwise_add", "softmax", "rmsnorm"])
-def test_example_runs_as_script(name):
-    r = subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py"), "--M", "20", "--N", "64",
+def test_example_runs_as_script(examples_dir, name):
+    r = subprocess.run([sys.executable, str(examples_dir / f"{name}.py"), "--M", "20", "--N", "64",
                         "--target", "cpu"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "max error" in r.stdout
