@@ -21,6 +21,7 @@ from tegula.compat import device as _device
 from tegula.compat import gpus
 from tegula.errors import ConfigError, UnsupportedError
 from tegula.ir import dtype as dt
+from tegula.kernels import gemm_kernel
 
 
 # target strings that mean "the GPU of this process" (a tegula target names where kernels run;
@@ -235,8 +236,8 @@ class MatmulTemplate:
 
     def equivalent_function(self) -> Any:
         best = self.recommend_hints(1)[0]
-        return _gemm(self.M, self.N, self.K, best.block[0], best.block[1], best.rstep[0],
-                     self.in_dtype.name, self.out_dtype.name, self.accum_dtype.name)
+        return gemm_kernel(self.M, self.N, self.K, best.block[0], best.block[1], best.rstep[0],
+                           self.in_dtype.name, self.accum_dtype.name, self.out_dtype.name)
 
 
 def _warp_tile(bm: int, bn: int, warps: int) -> tuple[int, int]:
@@ -246,21 +247,3 @@ def _warp_tile(bm: int, bn: int, warps: int) -> tuple[int, int]:
         rows *= 2
     return bm // rows, bn // (warps // rows)
 
-
-def _gemm(M: int, N: int, K: int, bm: int, bn: int, bk: int, in_dt: str, out_dt: str, acc_dt: str) -> Any:
-    import tegula.language as T
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), in_dt), B: T.Tensor((K, N), in_dt), C: T.Tensor((M, N), out_dt)):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), in_dt)
-            B_s = T.alloc_shared((bk, bn), in_dt)
-            C_l = T.alloc_fragment((bm, bn), acc_dt)
-            T.clear(C_l)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * bm, bx * bn])
-
-    return main
