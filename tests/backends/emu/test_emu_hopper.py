@@ -261,7 +261,7 @@ def test_producer_overwriting_an_unreleased_stage_is_reported(rng):
     with pytest.raises(RaceError) as e:
         k(a)
     _lines(str(e.value), "data race (write after read) on shared buffer 'ring' element",
-           "test_emu_hopper.py", "# ws: consume")
+           "test_emu_hopper.py", "# ws: consume", "# ws: produce")  # both lines: the store keeps its own
 
 
 def test_consumer_that_never_releases_deadlocks_the_producer(rng):

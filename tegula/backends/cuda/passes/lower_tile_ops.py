@@ -20,6 +20,7 @@ Before/after::
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from tegula.errors import UnsupportedError
@@ -218,7 +219,7 @@ def _store(ctx: Ctx, s: BufferStore) -> Stmt:
     if b.is_fragment:  # a one-element fragment written at block level
         lay = ctx.layout(b)
         return ctx.unroll("k", lay.local_size, lambda k: ctx.store(b, (), value, k=k))
-    st = ctx.store(b, tuple(block_expr(ctx, i) for i in s.indices), value)
+    st = dataclasses.replace(ctx.store(b, tuple(block_expr(ctx, i) for i in s.indices), value), span=s.span)
     if per_thread(ctx, *s.indices, s.value):
         return st
     return IfThenElse(E.compare("eq", ctx.tid, 0), st, span=s.span)
