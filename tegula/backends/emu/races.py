@@ -3,7 +3,9 @@
 The shared pool is cut into *units* of the smallest element size among the kernel's shared
 buffers (so an element covers one or more whole units, and aliased buffers share units). Per
 unit the tracker keeps the last writer, its clock, site and the buffer written, and up to two
-readers not ordered before each other. Who is ordered after whom is a vector clock per agent
+readers not ordered before each other; reads by further readers that neither of the two is
+ordered after (threads reading one element all at once, of which only some release it) go to a
+log of their own, which a write checks too and a ``__syncthreads()`` empties. Who is ordered after whom is a vector clock per agent
 (the block's threads, and the asynchronous units acting for them: the copy engine of each
 mbarrier, the wgmma of each warpgroup, TMA stores): ``__syncthreads()`` orders every thread
 after everything any thread saw, named barriers order their threads, an mbarrier phase orders
@@ -102,6 +104,8 @@ class Tracker:
         self.pend_thr = np.full(n, -1, np.int32)
         self.pend_site = np.zeros(n, np.int32)
         self.pend_tag = np.zeros(n, np.int32)     # phase a TMA copy in flight completes on
+        # reads since the unit's last write that r1 / r2 do not cover: (unit, agent, clock, site)
+        self.xr = tuple(np.zeros(0, np.int64) for _ in range(4))
 
     # -- agents and clocks ------------------------------------------------------------------------
     def agent(self, name: str, kind: str) -> int:
@@ -115,10 +119,13 @@ class Tracker:
         return f"thread {a}" if a < self.nthreads else self.names.get(a, f"agent {a}")
 
     def barrier(self) -> None:
-        """``__syncthreads()``: every thread is ordered after everything any thread saw."""
+        """``__syncthreads()``: every thread is ordered after everything any thread saw (so after
+        every logged read: what any of them issues later is too)."""
         t = self.nthreads
         self.vc[:t] = self.vc[:t].max(0)
         self.vc[np.arange(t), np.arange(t)] += 1
+        if len(self.xr[0]):
+            self.xr = tuple(x[:0] for x in self.xr)
 
     def sync(self, lanes: np.ndarray) -> None:
         """A barrier among ``lanes`` only (``bar.sync id, count``)."""
@@ -198,6 +205,38 @@ class Tracker:
         if other.any():
             uo = U[other]
             self.r2[uo], self.r2_clk[uo], self.r2_site[uo] = L2[other], own[other], site
+        r1, r2 = self.r1[U], self.r2[U]
+        lost = (r1 != L2) & (r2 != L2)  # neither slot holds this read (another lane took it)
+        if lost.any():
+            lost &= ~self._before(L2, own, r1) & ~self._before(L2, own, r2)
+            if lost.any():
+                new = (U[lost], L2[lost], own[lost], np.full(int(lost.sum()), site))
+                self.xr = tuple(np.concatenate([x, y.astype(np.int64)]) for x, y in zip(self.xr, new))
+
+    def _before(self, a: np.ndarray, clk: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per element: agent ``a``'s access at ``clk`` is ordered before agent ``b`` (b >= 0)."""
+        return (b >= 0) & (self.vc[np.where(b >= 0, b, 0), a] >= clk)
+
+    def _logged_reads(self, U: np.ndarray, L: np.ndarray, clear: bool) -> Optional[tuple]:
+        """The first logged read of units ``U`` that the writer of that unit (``L``, per element)
+        is not ordered after: (index into U, reader, its site); the units' entries go when ``clear``."""
+        xu, xa, xc, xs = self.xr
+        if not len(xu):
+            return None
+        hit = np.isin(xu, U)
+        if not hit.any():
+            return None
+        order = np.argsort(U, kind="stable")
+        k = order[np.searchsorted(U[order], xu[hit])]    # a writer of each logged unit
+        a, c, w = xa[hit], xc[hit], L[k]
+        bad = (a != w) & (self.vc[w, a] < c)
+        found = None
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            found = (int(k[j]), int(a[j]), int(xs[hit][j]))
+        if clear:
+            self.xr = tuple(x[~hit] for x in self.xr)
+        return found
 
     def _read_finding(self, U, L, wt, wb, bad, site, buf) -> None:
         i = int(np.flatnonzero(bad)[0])
@@ -248,6 +287,9 @@ class Tracker:
         pend = (self.pend[U] > 0) if not landing else np.zeros(U.shape, bool)
         if waw.any() or war1.any() or war2.any() or pend.any():
             self._write_finding(U, L2, wt, waw, war1, war2, pend, site, buf)
+        logged = self._logged_reads(U, L2, clear=True)
+        if logged is not None:
+            self._war(logged[0], U, L2, site, logged[1], logged[2], buf)
         if len(U) > 1:
             self._same_op_conflicts(U, L2, site, buf)
         self.w_thr[U] = L2
@@ -271,26 +313,30 @@ class Tracker:
             u = int(U[i])
             o, osite = (int(self.r1[u]), int(self.r1_site[u])) if war1.any() else \
                 (int(self.r2[u]), int(self.r2_site[u]))
-            me = int(L[i])
-            if self._kind(me) == "tma":
-                self._fail("stage reused before the consumer released it (write after read)", i, U, L, site,
-                           o, osite, buf, "{t} overwrites it while the read by {o} is not ordered before it "
-                           "(no wait on the stage's empty barrier, wgmma.wait_group or barrier in between)")
-            elif self._kind(o) == "tma_store":
-                self._fail("tile rewritten while a TMA store still reads it", i, U, L, site, o, osite, buf,
-                           "{t} writes it while {o} may still read it (no tma_store_wait, then a barrier, "
-                           "in between)")
-            elif self._kind(o) == "wgmma":
-                self._fail("write to a wgmma operand still being read", i, U, L, site, o, osite, buf,
-                           "{t} writes it while {o} may still read it (no wgmma.wait_group retired "
-                           "that read before the write)")
-            else:
-                self._fail("data race (write after read)", i, U, L, site, o, osite, buf,
-                           "{t} writes it after {o} read it, with no barrier in between")
+            self._war(i, U, L, site, o, osite, buf)
         else:
             i = int(np.flatnonzero(waw)[0])
             self._fail("data race (write after write)", i, U, L, site, int(wt[i]), int(self.w_site[int(U[i])]),
                        buf, "{t} writes it after {o} wrote it, with no barrier in between")
+
+    def _war(self, i: int, U, L, site: int, o: int, osite: int, buf: BufInfo) -> None:
+        """Write ``i`` of ``U`` by ``L[i]`` is not ordered after the read by ``o`` at ``osite``."""
+        me = int(L[i])
+        if self._kind(me) == "tma":
+            self._fail("stage reused before the consumer released it (write after read)", i, U, L, site,
+                       o, osite, buf, "{t} overwrites it while the read by {o} is not ordered before it "
+                       "(no wait on the stage's empty barrier, wgmma.wait_group or barrier in between)")
+        elif self._kind(o) == "tma_store":
+            self._fail("tile rewritten while a TMA store still reads it", i, U, L, site, o, osite, buf,
+                       "{t} writes it while {o} may still read it (no tma_store_wait, then a barrier, "
+                       "in between)")
+        elif self._kind(o) == "wgmma":
+            self._fail("write to a wgmma operand still being read", i, U, L, site, o, osite, buf,
+                       "{t} writes it while {o} may still read it (no wgmma.wait_group retired "
+                       "that read before the write)")
+        else:
+            self._fail("data race (write after read)", i, U, L, site, o, osite, buf,
+                       "{t} writes it after {o} read it, with no barrier in between")
 
     def _same_op_conflicts(self, U, L, site, buf) -> None:
         order = np.argsort(U, kind="stable")
@@ -338,6 +384,9 @@ class Tracker:
         pend = self.pend[Uf] > 0
         if waw.any() or war1.any() or war2.any() or pend.any():
             self._write_finding(Uf, L2, wt, waw, war1, war2, pend, site, buf)
+        logged = self._logged_reads(Uf, L2, clear=False)
+        if logged is not None:
+            self._war(logged[0], Uf, L2, site, logged[1], logged[2], buf)
         if distinct:  # no unit twice: a plain increment
             self.pend[Uf] += 1
         else:

@@ -275,6 +275,45 @@ def test_consumer_that_never_releases_deadlocks_the_producer(rng):
            "meanwhile threads 0-127 (warpgroup 0): threads 0-127 (warpgroup 0) wait for phase")
 
 
+
+def _broadcast_read_kernel(released_by):
+    """Every consumer thread reads ring[0]; the last ``released_by`` of them arrive on ``empty``,
+    after which the producer overwrites the ring."""
+    @T.prim_func
+    def bcast(A: T.Tensor((256,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=256):
+            tx = T.get_thread_binding()
+            full = T.alloc_barrier([128])
+            empty = T.alloc_barrier([released_by])
+            ring = T.alloc_shared((128,), "float32")
+            acc = T.alloc_local((1,), "float32")
+            if tx >= 128:
+                ring[tx - 128] = A[tx - 128]
+                T.mbarrier_arrive(full[0])
+                T.mbarrier_wait_parity(empty[0], 0)
+                ring[tx - 128] = A[tx]  # bcast: overwrite
+            else:
+                T.mbarrier_wait_parity(full[0], 0)
+                acc[0] = ring[0]  # bcast: read
+                if tx >= 128 - released_by:
+                    T.mbarrier_arrive(empty[0])
+                B[tx] = acc[0]
+    return bcast
+
+
+def test_a_write_after_a_read_by_many_threads_needs_all_of_them_ordered(rng):
+    """128 threads read one element at once; the producer's overwrite is ordered after the 64
+    that arrive on the empty barrier only: the other 64 race with it (the tracker's two reader
+    slots hold two of the 128 readers; the rest are logged)."""
+    a = rng.standard_normal(256).astype(np.float32)
+    k = tegula.compile(_broadcast_read_kernel(128), out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=NO_BARRIERS)
+    np.testing.assert_array_equal(k(a), np.full(128, a[0], np.float32))
+    k = tegula.compile(_broadcast_read_kernel(64), out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=NO_BARRIERS)
+    with pytest.raises(RaceError) as e:
+        k(a)
+    _lines(str(e.value), "data race (write after read) on shared buffer 'ring' element 0: thread 128 writes it "
+           "after thread 0 read it", "# bcast: overwrite", "# bcast: read")
+
 # -- TMA stores (hand-built thread-level IR: the lowering emits none yet) ----------------------
 
 def _tma_store_kernel(fence=True, wait=True, overwrite=False):
