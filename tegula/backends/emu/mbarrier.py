@@ -252,6 +252,12 @@ def wait_for(env: list, b: Bar, parity: int, lanes: np.ndarray, span: Any) -> No
                            f"({b.state()}): {where(span)}")
     if not _passes(b, parity):
         raise _deadlock(st, b, parity, lanes, span)
+    _acquire(st, b, parity, lanes)
+
+
+def _acquire(st: Any, b: Bar, parity: int, lanes: np.ndarray) -> None:
+    """``lanes`` passed a wait for ``parity``: ordered after the last phase of it that completed
+    (none on a fresh barrier, whose wait for parity 1 passes at once)."""
     vec = b.done.get(parity & 1)
     if vec is not None:
         st.tracker.acquire(lanes, vec)
@@ -310,7 +316,7 @@ def _try_wait(e: E.Builtin, ctx: Ctx) -> CExpr:
             for p in np.unique(parity[lanes]):
                 mine = lanes[parity[lanes] == p]
                 if _try_deliver(st, b, int(p)):
-                    st.tracker.acquire(mine, b.done[int(p) & 1])
+                    _acquire(st, b, int(p), mine)
                     out[mine] = True
                     b.polls = 0
                 elif st.scheduler is not None:

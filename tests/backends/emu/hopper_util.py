@@ -74,6 +74,22 @@ class Mutate:
         return dataclasses.replace(node, **changes) if changes else node
 
 
+class _Every(Mutate):
+    def __init__(self, name: str, change: Callable):
+        super().__init__(change=change)
+        self.name = name
+
+    def visit(self, node: Any) -> Any:
+        if isinstance(node, S.Evaluate) and isinstance(node.value, E.Builtin) and node.value.name == self.name:
+            return self.change(node)
+        return super().visit(node)
+
+
+def every(low: Any, name: str, change: Callable) -> Any:
+    """``low`` with every statement calling ``name`` rewritten by ``change``."""
+    return _Every(name, change).visit(low)
+
+
 def sync_statements(low: Any) -> list:
     m = Mutate()
     m.visit(low)

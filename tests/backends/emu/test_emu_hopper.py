@@ -19,7 +19,7 @@ from tegula.ir import stmt as S
 from tegula.ir.visitor import Mutator
 
 from emu_util import assert_match, random_args
-from hopper_util import Mutate, lowered, nth, sync_statements, without
+from hopper_util import Mutate, every, lowered, nth, sync_statements, without
 
 TOL = 2e-3
 
@@ -274,6 +274,25 @@ def test_consumer_that_never_releases_deadlocks_the_producer(rng):
            "'empty[0]'", "it expects 128 arrival(s) more (of 128)", "# ws: empty wait",
            "meanwhile threads 0-127 (warpgroup 0): threads 0-127 (warpgroup 0) wait for phase")
 
+
+
+def test_waits_polled_with_try_wait_run_the_ring(rng):
+    """Every wait of the ring polled (``while (!tl::mbarrier_try_wait(bar, parity)) {}``): the
+    producer's first wait, for parity 1 of a fresh empty barrier, passes at once as a plain wait
+    does, and the ring computes the same sums."""
+    from tegula.backends.cuda.pipeline import lower
+    from tegula.target import Target
+
+    def polled(s):
+        poll = E.Builtin("tl::mbarrier_try_wait", s.value.args, dt.bool_)
+        return S.While(~poll, S.SeqStmt(()), span=s.span)
+
+    low = every(lower(ws_kernel(), Target("cuda", "sm_90a"), NO_BARRIERS), "tl::mbarrier_wait", polled)
+    a = rng.standard_normal(6 * 128).astype(np.float32)
+    b = np.zeros(128, np.float32)
+    execute(low, [a, b])
+    np.testing.assert_allclose(b, np.roll(a.reshape(6, 128).astype(np.float64), -1, axis=1).sum(0),
+                               rtol=1e-5, atol=1e-5)
 
 
 def _broadcast_read_kernel(released_by):
