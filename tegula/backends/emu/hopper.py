@@ -500,10 +500,13 @@ def _np_dtype(d: Any) -> np.dtype:
 
 
 def _buffer_at(st: Any, byte: int) -> Any:
-    for info in st.shared_infos:
-        if info.offset <= byte < info.offset + info.numel * info.itemsize:
-            return info
-    return None
+    """The shared buffer at ``byte``: of buffers the planner gave the same bytes (their lifetimes
+    do not overlap), the one those bytes were last written through."""
+    held = [info for info in st.shared_infos if info.offset <= byte < info.offset + info.numel * info.itemsize]
+    if len(held) > 1:
+        last = int(st.tracker.w_buf[byte // st.tracker.unit])
+        return next((info for info in held if info.index == last), held[0])
+    return held[0] if held else None
 
 
 def _uniform(v: Any, lanes: np.ndarray, n: int, what: str, st: Any, span: Any) -> int:

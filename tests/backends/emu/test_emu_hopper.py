@@ -129,6 +129,45 @@ def test_wgmma_results_reach_registers_at_wait_group_only(gemm, rng):
 
 # -- the checks -------------------------------------------------------------------------------
 
+def _two_gemms():
+    @T.prim_func
+    def two(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"),
+            D: T.Tensor((64, 64), "float16"), E2: T.Tensor((64, 64), "float16"),
+            C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            A_s = T.alloc_shared((64, 64), "float16")
+            B_s = T.alloc_shared((64, 64), "float16")
+            D_s = T.alloc_shared((64, 64), "float16")
+            E_s = T.alloc_shared((64, 64), "float16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            acc2 = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, acc, clear_accum=True)
+            T.copy(D, D_s)
+            T.copy(E2, E_s)
+            T.gemm(D_s, E_s, acc2, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                acc[i, j] += acc2[i, j]
+            T.copy(acc, C)
+    return two
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu", "cuda-emu:sm_90a"])
+def test_wgmma_reads_the_tile_that_owns_shared_bytes_now(rng, target):
+    """D_s / E_s get A_s / B_s's bytes (their lifetimes do not overlap); the second wgmma reads
+    them through descriptors that name only an address, which now belongs to D_s and E_s: no
+    read "last written through another buffer" is reported."""
+    k = tegula.compile(_two_gemms(), out_idx=[-1], target=target)
+    if target == "cuda-emu:sm_90a":
+        src = k.get_kernel_source()
+        assert "wgmma_ss" in src and all(f"Buffer({b}, [4096], float16, shared.dyn): {o}" in src
+                                         for b, o in (("A_s", 0), ("D_s", 0), ("B_s", 8192), ("E_s", 8192)))
+    a, b, d, e = (rng.standard_normal((64, 64)).astype(np.float16) for _ in range(4))
+    want = a.astype(np.float64) @ b.astype(np.float64) + d.astype(np.float64) @ e.astype(np.float64)
+    np.testing.assert_allclose(k(a, b, d, e).astype(np.float64), want, rtol=1e-3, atol=1e-3)
+
+
 def test_read_of_a_tma_destination_before_its_phase_completes(gemm, rng):
     f, low = gemm
     with pytest.raises(RaceError) as e:
