@@ -12,6 +12,7 @@ Two styles, as in TileLang:
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import inspect
 from typing import Any, Callable, Optional, Sequence, Union
@@ -27,15 +28,37 @@ from tegula.runtime.kernel import JITKernel
 
 def compile(func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None, target: Any = "auto",
             pass_configs: Optional[dict] = None, execution_backend: Any = None,
-            verbose: bool = False, target_host: Any = None, pipeline: Any = None) -> JITKernel:
+            verbose: bool = False, target_host: Any = None, pipeline: Any = None,
+            compile_flags: Any = None) -> JITKernel:
     """Build ``func`` for ``target``; ``out_idx`` names the parameters the kernel allocates.
 
     ``pipeline`` (a :class:`tegula.transform.Pipeline`, e.g. ``pipeline_for(target)`` with user
-    passes inserted) replaces the target's own; the disk cache keys on it."""
+    passes inserted) replaces the target's own; the disk cache keys on it. ``compile_flags`` (a
+    string or a list) are extra CUDA compiler options, as the ``tl.device_compile_flags`` pass
+    config gives them; ``execution_backend``, ``verbose`` and ``target_host`` change nothing."""
     if not isinstance(func, PrimFunc):
         raise KernelTypeError(f"tegula.compile takes a @T.prim_func, got {type(func).__name__}",
                               hint="decorate the kernel function with @T.prim_func")
-    return JITKernel(func, out_idx, target, pass_configs, pipeline)
+    return JITKernel(func, out_idx, target, _with_flags(pass_configs, compile_flags), pipeline)
+
+
+def _with_flags(pass_configs: Optional[dict], compile_flags: Any) -> Optional[dict]:
+    """``pass_configs`` with ``compile_flags`` appended to its ``tl.device_compile_flags``."""
+    if not compile_flags:
+        return pass_configs
+    flags = compile_flags.split() if isinstance(compile_flags, str) else [str(f) for f in compile_flags]
+    cfg = dict(pass_configs or {})
+    old = cfg.get("tl.device_compile_flags") or []
+    cfg["tl.device_compile_flags"] = (old.split() if isinstance(old, str) else list(old)) + flags
+    return cfg
+
+
+# TileLang's compile options. ``f.compile(...)`` and ``f.get_kernel_source(...)`` take them by
+# keyword next to the function's own arguments (a parameter of that name stays the parameter):
+# ``target``, ``pass_configs``, ``compile_flags``, ``pipeline`` and (lazy style) ``out_idx``
+# replace the decorator's for that build; the others are accepted and change nothing.
+COMPILE_OPTIONS = ("target", "pass_configs", "compile_flags", "pipeline", "out_idx",
+                   "execution_backend", "target_host", "verbose", "debug_root_path")
 
 
 def _is_eager(func: Callable) -> bool:
@@ -60,26 +83,73 @@ class JITFunction:
     """What ``@tegula.jit`` returns; see the module docstring for the two styles."""
 
     def __init__(self, func: Callable, out_idx: Any, target: Any, pass_configs: Optional[dict],
-                 pipeline: Any = None):
+                 pipeline: Any = None, compile_flags: Any = None):
         self.func = func
         self.pipeline = pipeline
         self.out_idx = out_idx
         self.target = target
-        self.pass_configs = pass_configs
+        self.pass_configs = _with_flags(pass_configs, compile_flags)
         self.eager = _is_eager(func)
         self.signature = inspect.signature(func)
         self.tensor_names = tensor_params(func) if self.eager else []
         self._cache: dict = {}
         functools.update_wrapper(self, func)
 
+    # -- compile options given by keyword ----------------------------------------------------
+    def _options(self, kwargs: dict, where: str) -> tuple[dict, dict]:
+        """``kwargs`` without the compile options (:data:`COMPILE_OPTIONS`), and the settings
+        of the build: ``target``, ``pass_configs`` (the decorator's, updated by the given ones,
+        with ``compile_flags``), ``pipeline`` and ``out_idx``."""
+        params = self.signature.parameters
+        given = {n: v for n, v in kwargs.items() if n in COMPILE_OPTIONS and n not in params}
+        rest = {n: v for n, v in kwargs.items() if n not in given}
+        if self.eager and given.get("out_idx") is not None:
+            raise ArgumentError(f"{self.func.__name__}.{where}: out_idx is for lazy-style kernels; an "
+                                "eager kernel returns the tensors its body allocates with T.empty",
+                                hint="leave out_idx out, or return the outputs from the body")
+        cfg = self.pass_configs
+        if given.get("pass_configs"):
+            cfg = {**(cfg or {}), **given["pass_configs"]}
+        settings = {"target": given.get("target", self.target),
+                    "pass_configs": _with_flags(cfg, given.get("compile_flags")),
+                    "pipeline": given.get("pipeline", self.pipeline),
+                    "out_idx": given.get("out_idx", self.out_idx)}
+        return rest, settings
+
+    def _defaults(self) -> dict:
+        return {"target": self.target, "pass_configs": self.pass_configs,
+                "pipeline": self.pipeline, "out_idx": self.out_idx}
+
+    @staticmethod
+    def _build(func: PrimFunc, out_idx: Any, settings: dict) -> JITKernel:
+        return JITKernel(func, out_idx, settings["target"], settings["pass_configs"], settings["pipeline"])
+
+    def _check_consts(self, consts: dict, declared: Sequence[str], where: str) -> None:
+        """An ArgumentError for a keyword that is no parameter, T.const symbol or option."""
+        unknown = [n for n in consts if n not in declared]
+        if not unknown:
+            return
+        name = unknown[0]
+        params = [n for n in self.signature.parameters]
+        close = difflib.get_close_matches(name, params + list(declared) + list(COMPILE_OPTIONS), n=1)
+        raise ArgumentError(
+            f"{self.func.__name__}.{where}: keyword '{name}' is not a parameter of "
+            f"{self.func.__name__}, a T.const symbol of its body or a compile option",
+            hint=(f"did you mean '{close[0]}'? " if close else "") +
+                 f"parameters: {', '.join(params) or 'none'}; T.const symbols: "
+                 f"{', '.join(declared) or 'none'}; compile options: {', '.join(COMPILE_OPTIONS)}")
+
     # -- lazy ---------------------------------------------------------------------------------
-    def _lazy(self, args: tuple, kwargs: dict) -> JITKernel:
+    def _lazy(self, args: tuple, kwargs: dict, settings: Optional[dict] = None) -> JITKernel:
+        settings = settings or self._defaults()
         try:
             ba = self.signature.bind(*args, **kwargs)
             ba.apply_defaults()
             key = _freeze(dict(ba.arguments))
         except TypeError as e:
             raise ArgumentError(f"{self.func.__name__}(): {e}") from None
+        if settings != self._defaults():
+            key = (key, _freeze(settings))
         k = self._cache.get(key)
         if k is None:
             prim = self.func(*args, **kwargs)
@@ -87,7 +157,7 @@ class JITFunction:
                 raise KernelTypeError(
                     f"@tegula.jit factory '{self.func.__name__}' returned {type(prim).__name__}, "
                     "not a @T.prim_func", hint="return the @T.prim_func defined inside the factory")
-            k = JITKernel(prim, self.out_idx, self.target, self.pass_configs, self.pipeline)
+            k = self._build(prim, settings["out_idx"], settings)
             self._cache[key] = k
         return k
 
@@ -108,18 +178,22 @@ class JITFunction:
                                     hint=f"add `{n}: T.Tensor(shape, dtype)` at the top of the body")
         return tensors, others
 
-    def _eager_kernel(self, tensors: dict, others: dict, consts: dict) -> JITKernel:
+    def _eager_kernel(self, tensors: dict, others: dict, consts: dict,
+                      settings: Optional[dict] = None) -> JITKernel:
+        settings = settings or self._defaults()
         for n, t in tensors.items():
             if not A.is_tensor_like(t):
                 raise ArgumentError(f"argument '{n}': expected a tensor, got {type(t).__name__}")
         key = (_freeze(others), _freeze(consts),
                tuple((n, str(t.dtype), len(t.shape)) for n, t in tensors.items()))
+        if settings != self._defaults():
+            key = key + (_freeze(settings),)
         for constraints, kernel in self._cache.get(key, ()):
             if all(int(tensors[n].shape[d]) == v for (n, d), v in constraints.items()):
                 return kernel
         info = {n: (tuple(int(s) for s in t.shape), str(t.dtype)) for n, t in tensors.items()}
         tr = trace_eager(self.func, others, info, consts)
-        kernel = JITKernel(tr.func, tr.out_idx, self.target, self.pass_configs, self.pipeline)
+        kernel = self._build(tr.func, tr.out_idx, settings)
         constraints = {}
         for p in tr.func.params:
             if isinstance(p, Buffer) and p.name in tensors:
@@ -130,9 +204,16 @@ class JITFunction:
         return kernel
 
     def compile(self, **kwargs: Any) -> JITKernel:
-        """Eager style: build ahead of time from non-tensor arguments and ``T.const`` values."""
+        """Build ahead of time. Eager style: from the non-tensor arguments and the ``T.const``
+        values by name; lazy style: from the factory's arguments. Either takes the compile
+        options (:data:`COMPILE_OPTIONS`) too, e.g. ``target="cuda:sm_80"``. A keyword that is
+        none of these is an ArgumentError naming it and the names there are."""
+        kwargs, settings = self._options(kwargs, "compile()")
         if not self.eager:
-            return self._lazy((), kwargs)
+            return self._lazy((), kwargs, settings)
+        return self._compile(kwargs, settings)
+
+    def _compile(self, kwargs: dict, settings: dict) -> JITKernel:
         params = self.signature.parameters
         others, consts = {}, {}
         for n, v in kwargs.items():
@@ -144,11 +225,12 @@ class JITFunction:
                 if p.default is inspect.Parameter.empty:
                     raise ArgumentError(f"compile(): missing a value for parameter '{n}'")
                 others[n] = p.default
-        key = ("compiled", _freeze(others), _freeze(consts))
+        key = ("compiled", _freeze(others), _freeze(consts), _freeze(settings))
         k = self._cache.get(key)
         if k is None:
             tr = trace_eager(self.func, others, {n: None for n in self.tensor_names}, consts)
-            k = JITKernel(tr.func, tr.out_idx, self.target, self.pass_configs, self.pipeline)
+            self._check_consts(consts, tr.const_names, "compile()")
+            k = self._build(tr.func, tr.out_idx, settings)
             self._cache[key] = k
         return k
 
@@ -168,23 +250,27 @@ class JITFunction:
         tensors, others = self._split(args, kwargs, partial=True)
         info = {n: (tuple(int(x) for x in t.shape), str(t.dtype)) if n in tensors else None
                 for n in self.tensor_names}
-        return trace_eager(self.func, others, info, consts).func
+        tr = trace_eager(self.func, others, info, consts)
+        self._check_consts(consts, tr.const_names, "get_tir()")
+        return tr.func
 
     def get_kernel_source(self, *args: Any, **kwargs: Any) -> str:
         """The source of the kernel these arguments build, without running it. Lazy style: the
         factory's arguments; eager style: the call's tensors and arguments, or (no tensors) the
-        shape symbols and arguments by name, as :meth:`compile` takes them."""
+        shape symbols and arguments by name, as :meth:`compile` takes them. The compile options
+        (``target=`` ...) are taken as :meth:`compile` takes them."""
+        kwargs, settings = self._options(kwargs, "get_kernel_source()")
         if not self.eager:
-            return self._lazy(args, kwargs).get_kernel_source()
+            return self._lazy(args, kwargs, settings).get_kernel_source()
         try:
             named = dict(self.signature.bind_partial(*args).arguments)
         except TypeError as e:
             raise ArgumentError(f"{self.func.__name__}.get_kernel_source(): {e}") from None
         named.update(kwargs)
         if not any(n in named for n in self.tensor_names):  # ahead of time: shape symbols by name
-            return self.compile(**named).get_kernel_source()
+            return self._compile(named, settings).get_kernel_source()
         tensors, others = self._split((), named)
-        return self._eager_kernel(tensors, others, {}).get_kernel_source()
+        return self._eager_kernel(tensors, others, {}, settings).get_kernel_source()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not self.eager:
@@ -202,10 +288,11 @@ __all__ = ["jit", "compile", "JITFunction", "JITImpl", "JITKernel"]
 def jit(func: Optional[Callable] = None, *, out_idx: Union[None, int, Sequence[int]] = None,
         target: Any = "auto", pass_configs: Optional[dict] = None, execution_backend: Any = None,
         verbose: bool = False, debug_root_path: Any = None, target_host: Any = None,
-        pipeline: Any = None) -> Any:
+        pipeline: Any = None, compile_flags: Any = None) -> Any:
     """Decorator, with or without arguments: ``@tegula.jit`` or ``@tegula.jit(out_idx=[-1])``.
 
-    ``pipeline`` is as for :func:`compile`: every kernel the function builds uses it."""
+    ``pipeline`` and ``compile_flags`` are as for :func:`compile`: every kernel the function
+    builds uses them."""
     if func is None:
-        return lambda f: JITFunction(f, out_idx, target, pass_configs, pipeline)
-    return JITFunction(func, out_idx, target, pass_configs, pipeline)
+        return lambda f: JITFunction(f, out_idx, target, pass_configs, pipeline, compile_flags)
+    return JITFunction(func, out_idx, target, pass_configs, pipeline, compile_flags)

@@ -52,6 +52,7 @@ class Builder:
         self.consts: dict = dict(consts or {})   # eager style: values of T.const symbols
         self.pending: dict[str, Any] = {}        # eager style: actual shapes/dtypes of tensor args
         self.placeholders: list[Any] = []        # eager style: T.const symbols not yet bound
+        self.const_names: list[str] = []         # eager style: every name T.const declared
         self.shape_hints: dict[str, int] = {}    # eager style: T.const values read off the tensors
         self._name: Optional[str] = None
         self.param_names: set[str] = set()

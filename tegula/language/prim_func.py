@@ -125,6 +125,7 @@ class EagerTrace:
     out_idx: list[int]
     tensor_args: list[str]          # names of the function parameters that are tensors, in order
     consts: dict                    # values of T.const symbols and other constants
+    const_names: tuple = ()         # the names the body declared with T.const, in order
 
 
 def tensor_params(func: Callable) -> list[str]:
@@ -175,7 +176,7 @@ def trace_eager(func: Callable, bound: dict, tensors: dict, consts: dict) -> Eag
         out_idx = [params.index(o) for o in b.outputs]
     pf = PrimFunc(func.__name__, tuple(params) + tuple(b.workspaces), resolve_views(seq(b.stack[0]), b.views),
                   _workspace_attrs(b), span=src.span(src.tree))
-    return EagerTrace(pf, out_idx, list(tensors), dict(b.consts))
+    return EagerTrace(pf, out_idx, list(tensors), dict(b.consts), tuple(b.const_names))
 
 
 def _shape_dims(ann: ast.expr, shapes: dict) -> list:

@@ -103,6 +103,8 @@ def const(names: str, dtype: Any = "int32") -> Any:
         raise KernelTypeError(f"T.const: expected names like \"M, N, K\", got {names!r}")
     out = []
     for p in parts:
+        if p not in b.const_names:
+            b.const_names.append(p)
         if p not in b.consts and p in b.shape_hints:
             b.consts[p] = b.shape_hints[p]
         if p in b.consts:
