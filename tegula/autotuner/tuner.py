@@ -17,6 +17,11 @@ Calling the decorated factory with the arguments that are not tuned:
 4. returns the fastest, and keeps the choice in the disk cache (JSON, see
    :mod:`tegula.autotuner.cache`) so that the next process builds only that configuration.
 
+A call that gives any tuned argument itself (by keyword or position) searches nothing, as in
+TileLang: it builds the kernel of its own arguments, the function's defaults filling the tuned
+arguments it leaves out (one without a default is an ArgumentError naming it). The same holds for
+``f.compile(...)`` of an eager function.
+
 A configuration that fails to build (a CompileError, a ResourceError for too much shared memory,
 any other error) or gives wrong results is skipped with a one-line reason on stderr; tuning fails
 only when every configuration does. A progress bar goes to stderr.
@@ -175,6 +180,26 @@ class AutoTuneFunction:
                                         f"not parameters of {self.name}{self.jit_function.signature}")
         return configs
 
+    def _given_config(self, configs: list[dict], given: dict) -> bool:
+        """True when the call gives a tuned argument itself: then, as in TileLang, nothing is
+        searched and the kernel is built from the call's arguments, the function's defaults
+        filling the tuned ones left out (an ArgumentError names those that have none)."""
+        tuned = list(dict.fromkeys(k for c in configs for k in c))
+        named = [k for k in tuned if k in given]
+        if not named:
+            return False
+        params = self.jit_function.signature.parameters
+        missing = [k for k in tuned if k not in given and k in params
+                   and params[k].default is inspect.Parameter.empty]
+        if missing:
+            raise ArgumentError(
+                f"autotune({self.name}): the call gives the tuned argument(s) "
+                f"{', '.join(named)}, so it builds that configuration without searching, and "
+                f"{', '.join(missing)} has no default",
+                hint=f"give {', '.join(missing)} too, or leave every tuned argument "
+                     f"({', '.join(tuned)}) out to search the configurations")
+        return True
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from tegula.jit import _freeze
 
@@ -184,15 +209,13 @@ class AutoTuneFunction:
         except TypeError as e:
             raise ArgumentError(f"{self.name}(): {e}") from None
         configs = self._configs(given)
-        tuned = {k for c in configs for k in c}
-        if tuned <= set(given):  # every tuned argument given: nothing to tune
+        if self._given_config(configs, given):
             return jf(*args, **kwargs)
         if jf.eager:
             return self._eager(given, configs)
-        # arguments given explicitly win over the configurations
+        # each configuration once (no tuned argument is in ``given`` here)
         seen, merged = set(), []
         for c in configs:
-            c = {k: v for k, v in c.items() if k not in given}
             if _freeze(c) not in seen:
                 seen.add(_freeze(c))
                 merged.append(c)
@@ -237,7 +260,7 @@ class AutoTuneFunction:
         if not jf.eager:
             return self(**kwargs)
         configs = self._configs(kwargs)
-        if {k for c in configs for k in c} <= set(kwargs):
+        if self._given_config(configs, kwargs):
             return jf.compile(**kwargs)
         key = ("compiled", _freeze(kwargs))
         if key not in self._best:
@@ -246,11 +269,10 @@ class AutoTuneFunction:
         return self._best[key]
 
     def _serial(self, given: dict, configs: list[dict], build: Callable[[dict], Any], inputs: "_Inputs") -> Any:
-        """Build, check and time each configuration (arguments in ``given`` win) one after the
-        other in this thread; the best kernel (see :meth:`_pick`)."""
+        """Build, check and time each configuration (once each) one after the other in this
+        thread; the best kernel (see :meth:`_pick`)."""
         merged: list[dict] = []
         for c in configs:
-            c = {k: v for k, v in c.items() if k not in given}
             if c not in merged:
                 merged.append(c)
         bar = Progress(f"autotune {self.name}", len(merged), self.progress)

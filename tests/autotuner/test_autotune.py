@@ -262,3 +262,42 @@ def test_candidates_build_with_the_jit_functions_pipeline(cache_dir, fake_timing
     assert k.pipeline is p and all(r["error"] is None for r in k.autotune_results)
     a = np.random.default_rng().standard_normal((64, 32)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(k(a)), a.astype(np.float64) * 3, rtol=1e-6)
+
+
+def test_a_tuned_argument_given_builds_without_searching(cache_dir, fake_timing, rng):
+    """TileLang's rule: a call that gives any tuned argument searches nothing; the defaults fill
+    the tuned arguments it leaves out."""
+    f = _scale(configs=[{"block_M": 16, "bug": 0}, {"block_M": 32, "bug": 0}])
+    k = f(64, 32, block_M=32)  # bug left out: its default (0)
+    assert fake_timing == [] and not hasattr(k, "latency")
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(k(a)), a.astype(np.float64) * 2, rtol=1e-6)
+    k2 = f(64, 32, 16)  # positionally too
+    assert fake_timing == [] and not hasattr(k2, "latency")
+    np.testing.assert_allclose(np.asarray(k2(a)), a.astype(np.float64) * 2, rtol=1e-6)
+
+
+def test_a_tuned_argument_given_without_a_default_for_the_rest_is_an_error(cache_dir, fake_timing):
+    def factory(M, N, block_M, bug=0):
+        return scale_factory(M, N, block_M, bug)
+
+    f = tegula.autotune(configs=[{"block_M": 16, "bug": 0}])(tegula.jit(out_idx=[-1], target="cpu")(factory))
+    with pytest.raises(ArgumentError, match=r"gives the tuned argument\(s\) bug.*block_M has no default"):
+        f(64, 32, bug=1)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_autotune_compile_with_a_tuned_argument_given_builds_that_config(monkeypatch, rng, target):
+    """``f.compile(M=.., block=..)`` with ``factor`` (tuned, with a default) left out builds
+    block=16 with the default factor and times nothing."""
+    timed = []
+    monkeypatch.setattr(tuner, "measure", lambda kernel, inputs, warmup, rep: timed.append(1) or 1.0)
+    f = tegula.autotune(configs=[{"block": 16, "factor": 3.0}, {"block": 32, "factor": 5.0}])(
+        tegula.jit(target=target)(_eager_scale))
+    k = f.compile(M=96, block=16)
+    assert timed == [] and not hasattr(k, "latency")
+    a = rng.standard_normal(96).astype(np.float32)
+    np.testing.assert_allclose(k(a), a.astype(np.float64) * 2.0, rtol=1e-6)  # the default factor
+    # and calling with a tensor and one tuned argument runs that configuration
+    np.testing.assert_allclose(f(a, factor=5.0), a.astype(np.float64) * 5.0, rtol=1e-6)
+    assert timed == []
