@@ -42,9 +42,10 @@ def shape_str(shape: tuple) -> str:
 
 
 def to_region(x: Any, what: str, like: Optional[BufferRegion] = None) -> BufferRegion:
-    """A tile operand as a region; an element ``A[i, j]`` takes its extents from ``like``."""
+    """A tile operand as a region; an element ``A[i, j]`` takes its extents from ``like``. A
+    region of a tile (shared, fragment, local) that lies outside it is an OutOfBoundsError."""
     if isinstance(x, BufferRegion):
-        return x
+        return check_region_in_bounds(x, what)
     if isinstance(x, Buffer):
         return x.region()
     if isinstance(x, BufferLoad):
@@ -52,9 +53,60 @@ def to_region(x: Any, what: str, like: Optional[BufferRegion] = None) -> BufferR
             raise KernelTypeError(
                 f"{what}: {describe(x)} gives only where the tile starts; the other operand must give "
                 "its extents (a buffer or a slice region)")
-        return _region_from_start(x, like.tile_shape(), what)
+        return check_region_in_bounds(_region_from_start(x, like.tile_shape(), what), what)
     raise KernelTypeError(f"{what}: expected a buffer, a region A[a:b, ...] or an element A[i, j], "
                           f"got {describe(x)}")
+
+
+def _index_range(i: Any) -> Optional[tuple]:
+    """Inclusive ``(lo, hi)`` of an index over the ranges of the enclosing loops and block
+    indices (None when unknown)."""
+    from tegula.arith.bound import bound
+    from tegula.language.builder import active
+
+    b = active()
+    r = bound(as_expr(i), b.ranges if b is not None else None)
+    return None if r is None or r[0] is None or r[1] is None else (int(r[0]), int(r[1]))
+
+
+def region_text(r: BufferRegion) -> str:
+    """``S[16:48, 0]``: the region as the user wrote it (where its bounds are constants)."""
+    parts = []
+    for st, ext in r.ranges:
+        st, ext = simplify(as_expr(st)), simplify(as_expr(ext))
+        if isinstance(ext, Const) and ext.value == 1:
+            parts.append(str(st))
+        elif isinstance(st, Const) and isinstance(ext, Const):
+            parts.append(f"{st.value}:{st.value + ext.value}")
+        else:
+            parts.append(f"{st}:{st} + {ext}")
+    return f"{r.buffer.name}[{', '.join(parts)}]"
+
+
+def check_region_in_bounds(r: BufferRegion, what: str) -> BufferRegion:
+    """OutOfBoundsError when region ``r`` of a tile in shared, fragment or local memory leaves
+    the tile for every value its start can take (constant starts, loop indices over their
+    ranges): found when the kernel is built, the same on every target. Global regions may
+    overhang (out-of-bounds reads give zero, writes are dropped)."""
+    buf = r.buffer
+    if buf.is_global or buf.is_var:
+        return r
+    for k, ((st, ext), dim) in enumerate(zip(r.ranges, buf.shape)):
+        e = simplify(as_expr(ext))
+        if not isinstance(dim, int) or not isinstance(e, Const):
+            continue
+        span = _index_range(st)
+        if span is None:
+            bad = int(e.value) > dim
+        else:
+            bad = span[0] + int(e.value) > dim or span[1] < 0
+        if bad:
+            raise OutOfBoundsError(
+                f"{what}: the region {region_text(r)} reaches beyond dimension {k} of "
+                f"'{buf.name}' {shape_str(tuple(buf.shape))}, which has size {dim}",
+                hint=f"a {buf.scope} tile has no elements outside its shape; take a region inside "
+                     f"it (indices 0 to {dim - 1} in dimension {k}), or allocate a larger tile")
+    return r
 
 
 def _region_from_start(load: BufferLoad, tile: tuple[Dim, ...], what: str) -> BufferRegion:
@@ -296,8 +348,9 @@ def index_list(buf: Buffer, key: Any) -> tuple[Expr, ...]:
 
 
 def check_in_bounds(buf: Buffer, indices: Any) -> None:
-    """OutOfBoundsError for an index that is a constant outside its (constant) dimension: found
-    when the kernel is built, the same on every target."""
+    """OutOfBoundsError for an index outside its (constant) dimension: a constant, or (tiles in
+    shared, fragment or local memory) an index outside it for every value of the enclosing loop
+    indices. Found when the kernel is built, the same on every target."""
     for k, (i, dim) in enumerate(zip(indices, buf.shape)):
         if not isinstance(dim, int) or buf.is_var:
             continue
@@ -306,6 +359,11 @@ def check_in_bounds(buf: Buffer, indices: Any) -> None:
         if isinstance(v, int) and not 0 <= v < dim:
             raise OutOfBoundsError(f"index {v} is out of bounds for dimension {k} of '{buf.name}', "
                                    f"which has size {dim}", hint=f"valid indices are 0 to {dim - 1}")
+        span = None if isinstance(v, int) or buf.is_global else _index_range(v)
+        if span is not None and (span[0] >= dim or span[1] < 0):
+            raise OutOfBoundsError(f"index {v} (from {span[0]} to {span[1]} over the enclosing loops) "
+                                   f"is out of bounds for dimension {k} of '{buf.name}', which has "
+                                   f"size {dim}", hint=f"valid indices are 0 to {dim - 1}")
 
 
 def check_lane_conflicts(nest: Any) -> None:

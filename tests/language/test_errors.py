@@ -369,3 +369,63 @@ def test_annotations_that_are_dtypes_or_python_types(rng):
     b = np.zeros(4, np.int32)
     tilelang.compile(main, target="cpu")(a, b)
     np.testing.assert_array_equal(b, np.trunc(a).astype(np.int32))
+
+
+def test_copy_region_past_a_tile_names_the_region_and_the_size():
+    with pytest.raises(errors.TegulaError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                S = T.alloc_shared((32, 32), "float32")
+                T.copy(A[0:32, 0:32], S)
+                T.copy(S[16:48, 0:32], B[0:32, 0:32])
+    check(ei, errors.OutOfBoundsError, "T.copy source: the region S[16:48, 0:32] reaches beyond "
+          "dimension 0 of 'S' (32, 32), which has size 32", line_text="T.copy(S[16:48, 0:32]")
+
+
+def test_copy_start_element_past_a_tile():
+    with pytest.raises(errors.TegulaError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                F = T.alloc_fragment((32, 32), "float32")
+                T.copy(A[0:32, 0:32], F[8, 0])
+    check(ei, errors.OutOfBoundsError, "T.copy destination: the region F[8:40, 0:32]",
+          line_text="T.copy(A[0:32, 0:32], F[8, 0])")
+
+
+def test_index_past_a_tile_for_every_loop_index():
+    with pytest.raises(errors.TegulaError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                L = T.alloc_local((8,), "float32")
+                for i in T.serial(4):
+                    A[i] = L[i + 8]
+    check(ei, errors.OutOfBoundsError, "from 8 to 11 over the enclosing loops",
+          "dimension 0 of 'L', which has size 8", line_text="A[i] = L[i + 8]")
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_regions_inside_tiles_and_overhanging_globals_still_build(target, rng):
+    """No false alarm: loop-dependent regions inside the tile, indices that are in range for
+    some loop values, and global regions that overhang (reads give zero)."""
+    @T.prim_func
+    def main(A: T.Tensor((40, 32), "float32"), B: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((64, 32), "float32")
+            F = T.alloc_fragment((32, 32), "float32")
+            T.copy(A[0:64, 0:32], S)  # rows 40.. of A do not exist: zeros
+            for k in T.serial(2):
+                T.copy(S[k * 32:(k + 1) * 32, 0:32], F)
+                for i, j in T.Parallel(32, 32):
+                    F[i, j] = F[i, j] * 2.0
+                T.copy(F, B[k * 32, 0])
+
+    a = rng.standard_normal((40, 32)).astype(np.float32)
+    k = tilelang.compile(main, target=target)
+    b = np.empty((64, 32), np.float32)
+    k(a, b)
+    want = np.zeros((64, 32))
+    want[:40] = a.astype(np.float64) * 2.0
+    np.testing.assert_allclose(b, want, rtol=1e-6)
