@@ -379,6 +379,9 @@ class ScriptPrinter:
         if swizzle is not None:
             panel, order = swizzle if isinstance(swizzle, tuple) else (swizzle, "row")
             self.line(f"T.use_swizzle({self.e(panel)}, order={_q(str(order))})", d)
+        min_blocks = ann.pop("min_blocks_per_sm", None)
+        if min_blocks is not None:
+            self.line(f"T.annotate_min_blocks_per_sm({min_blocks})", d)
         layouts = ann.pop("layout_map", None)
         ann.pop("layout_spans", None)  # where each layout was given (for errors), not IR
         if layouts:

@@ -189,19 +189,71 @@ class AttrScope:
             k.attr_scopes.pop()
 
 
-_ATTR_KEYS = ("reduce_scope",)
+def _reduce_scope(node: Any, value: Any) -> None:
+    if not isinstance(node, CommReducer):
+        raise KernelTypeError(f"T.attr(..., 'reduce_scope', ...) takes a T.comm_reducer, got "
+                              f"{semantic.describe(node)}")
+
+
+_SWIZZLE_FUNCS = {"rasterization2DRow": "row", "rasterization2DColumn": "col"}
+
+
+def _swizzle_pattern(node: Any, value: Any) -> None:
+    """``(device_func, panel_size)``, what ``T.use_swizzle`` writes in TileLang's IR."""
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and value[0] in _SWIZZLE_FUNCS):
+        raise UnsupportedError(f"T.attr(..., 'threadblock_swizzle_pattern', {value!r}): tegula "
+                               f"rasterizes by {' or '.join(_SWIZZLE_FUNCS)}",
+                               hint="write T.use_swizzle(panel_size, order='row' | 'col')")
+    P.use_swizzle(value[1], _SWIZZLE_FUNCS[value[0]])
+
+
+def _min_blocks(node: Any, value: Any) -> None:
+    P.annotate_min_blocks_per_sm(value)
+
+
+def _hint(node: Any, value: Any) -> None:
+    """A hint about how to compile the body; tegula's lowering makes these choices itself."""
+
+
+# The keys T.attr gives a meaning: key -> the check (and effect) of its node and value. Loop
+# pragmas and TIR's async scope are hints the compiler already decides on its own, accepted
+# with no effect.
+_ATTR_KEYS: dict[str, Callable[[Any, Any], None]] = {
+    "reduce_scope": _reduce_scope,
+    "threadblock_swizzle_pattern": _swizzle_pattern,
+    "tl.min_blocks_per_sm": _min_blocks,
+    "pragma_unroll_explicit": _hint,
+    "pragma_auto_unroll_max_step": _hint,
+    "pragma_scope": _hint,
+    "async_scope": _hint,
+}
+
+# keys of TIR that tegula spells another way
+_ATTR_INSTEAD = {
+    "thread_extent": "launch threads with T.Kernel(..., threads=n) and read the index with "
+                     "T.get_thread_binding()",
+    "virtual_thread": "launch threads with T.Kernel(..., threads=n)",
+}
 
 
 def attr(node: Any, key: str, value: Any) -> AttrScope:
-    """``T.attr(node, key, value)`` as a ``with`` block. The key tegula gives a meaning is
-    ``"reduce_scope"`` with a ``T.comm_reducer`` node: the reducer of the
-    ``T.tvm_thread_allreduce`` inside. Raises UnsupportedError for another key."""
-    if key not in _ATTR_KEYS:
+    """``T.attr(node, key, value)``, as a ``with`` block or a statement. Keys with a meaning:
+    ``"reduce_scope"`` with a ``T.comm_reducer`` node (the reducer of the
+    ``T.tvm_thread_allreduce`` inside), ``"threadblock_swizzle_pattern"`` with
+    ``("rasterization2DRow" | "rasterization2DColumn", panel)`` (as ``T.use_swizzle``),
+    ``"tl.min_blocks_per_sm"`` with ``n`` (as ``T.annotate_min_blocks_per_sm``); the loop
+    pragmas ``pragma_unroll_explicit``, ``pragma_auto_unroll_max_step``, ``pragma_scope`` and
+    ``async_scope`` are accepted hints with no effect. Raises UnsupportedError for another key."""
+    current("T.attr").require_kernel("T.attr")
+    rule = _ATTR_KEYS.get(key) if isinstance(key, str) else None
+    if rule is None:
+        import difflib
+
+        close = difflib.get_close_matches(str(key), list(_ATTR_KEYS), n=1)
+        known = f"tegula understands {', '.join(map(repr, _ATTR_KEYS))}"
         raise UnsupportedError(f"T.attr key {key!r} is not supported",
-                               hint=f"tegula understands {', '.join(map(repr, _ATTR_KEYS))}")
-    if key == "reduce_scope" and not isinstance(node, CommReducer):
-        raise KernelTypeError(f"T.attr(..., 'reduce_scope', ...) takes a T.comm_reducer, got "
-                              f"{semantic.describe(node)}")
+                               hint=_ATTR_INSTEAD.get(key) or (f"did you mean {close[0]!r}? " if close else "") + known)
+    rule(node, value)
     return AttrScope(node, key, value)
 
 

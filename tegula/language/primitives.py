@@ -25,7 +25,7 @@ from tegula.language.builder import current
 # the T.* names (``tegula.language`` exports exactly these)
 __all__ = ["And", "Cast", "GemmWarpPolicy", "Kernel", "Not", "Or", "Parallel", "Pipelined",
            "Select", "Serial", "abs", "alloc_fragment", "alloc_local", "alloc_shared", "alloc_var",
-           "annotate_layout", "atomic_add", "atomic_max", "atomic_min", "cast", "ceil", "ceildiv",
+           "annotate_layout", "annotate_min_blocks_per_sm", "atomic_add", "atomic_max", "atomic_min", "cast", "ceil", "ceildiv",
            "clamp", "clear", "copy", "cos", "cummax", "cumsum", "erf", "exp", "exp2", "exp10",
            "expm1", "fill", "floor", "floordiv", "floormod", "fmod", "gemm", "grid",
            "if_then_else", "infinity", "isinf", "isnan", "log", "log1p", "log2", "log10", "max",
@@ -395,6 +395,16 @@ def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Non
         raise KernelTypeError(f"T.use_swizzle: panel_size must be a positive Python int, got {panel_size!r}")
     if enable:
         k.annotations["swizzle"] = (int(panel_size), "col" if order == "column" else order)
+
+
+def annotate_min_blocks_per_sm(n: int) -> None:
+    """``T.annotate_min_blocks_per_sm(n)``: blocks of this kernel the CUDA compiler must leave
+    room for on one SM (the second ``__launch_bounds__`` value: fewer registers per thread);
+    it wins over the ``tegula.min_blocks_per_sm`` pass config. Other targets ignore it."""
+    k = current("T.annotate_min_blocks_per_sm").require_kernel("T.annotate_min_blocks_per_sm")
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise KernelTypeError(f"T.annotate_min_blocks_per_sm: n must be a positive Python int, got {n!r}")
+    k.annotations["min_blocks_per_sm"] = int(n)
 
 
 def annotate_layout(layout_map: dict) -> None:

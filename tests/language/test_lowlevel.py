@@ -196,6 +196,68 @@ def test_thread_allreduce_errors_name_the_line():
                 A[T.thread_binding(0, 64, thread="threadIdx.x")] = 1.0
 
 
+# -- T.attr keys other than reduce_scope --------------------------------------------------------
+
+def attr_kernel(key, node, value, as_with):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float32"), B: T.Tensor((64, 64), "float32")):
+        with T.Kernel(2, 2, threads=128) as (bx, by):
+            if as_with:
+                with T.attr(node, key, value):
+                    for i, j in T.Parallel(32, 32):
+                        B[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] * 2.0 + 1.0
+            else:
+                T.attr(node, key, value)
+                for i, j in T.Parallel(32, 32):
+                    B[by * 32 + i, bx * 32 + j] = A[by * 32 + i, bx * 32 + j] * 2.0 + 1.0
+
+    return main
+
+
+ATTR_CASES = [("tl.min_blocks_per_sm", None, 3, False), ("threadblock_swizzle_pattern", None,
+              ("rasterization2DColumn", 2), False), ("pragma_unroll_explicit", 0, 1, True),
+              ("pragma_auto_unroll_max_step", 0, 16, True), ("pragma_scope", 0, "seq", True),
+              ("async_scope", 1, 1, True)]
+
+
+@pytest.mark.parametrize("key,node,value,as_with", ATTR_CASES, ids=[c[0] for c in ATTR_CASES])
+@pytest.mark.parametrize("where", ["cpu", "cuda-emu"])
+def test_attr_keys_with_a_meaning(key, node, value, as_with, where, rng):
+    f = attr_kernel(key, node, value, as_with)
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    b = np.full_like(a, np.nan)
+    built(f, where)(a, b)
+    np.testing.assert_allclose(b, a.astype(np.float64) * 2.0 + 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_attr_annotations_reach_the_cuda_source(arch):
+    src = tegula.compile(attr_kernel("tl.min_blocks_per_sm", None, 3, False),
+                         target=f"cuda:{arch}").get_kernel_source()
+    assert "__launch_bounds__(128, 3)" in src
+    src = tegula.compile(attr_kernel("threadblock_swizzle_pattern", None, ("rasterization2DColumn", 2),
+                                     False), target=f"cuda:{arch}").get_kernel_source()
+    assert "block rasterization: strips of 2 rows" in src
+    # the same as T.annotate_min_blocks_per_sm, which the printed IR shows
+    f = attr_kernel("tl.min_blocks_per_sm", None, 3, False)
+    assert "T.annotate_min_blocks_per_sm(3)" in f.script()
+
+
+def test_attr_keys_without_a_meaning_are_located_errors():
+    with pytest.raises(tegula.errors.UnsupportedError) as e:
+        attr_kernel("thread_extent", None, 128, False)
+    msg = str(e.value)
+    assert "T.attr key 'thread_extent' is not supported" in msg and "test_lowlevel.py" in msg
+    assert "T.attr(node, key, value)" in msg and "T.Kernel(..., threads=n)" in msg
+    with pytest.raises(tegula.errors.UnsupportedError) as e:
+        attr_kernel("pragma_auto_unrol_max_step", 0, 4, True)
+    assert "did you mean 'pragma_auto_unroll_max_step'" in str(e.value)
+    with pytest.raises(tegula.errors.UnsupportedError, match="rasterization2DRow or rasterization2DColumn"):
+        attr_kernel("threadblock_swizzle_pattern", None, ("rasterization2DMLX", 2), False)
+    with pytest.raises(tegula.errors.KernelTypeError, match="n must be a positive Python int"):
+        attr_kernel("tl.min_blocks_per_sm", None, 0, False)
+
+
 # -- T.alloc_reducer -----------------------------------------------------------------------------
 
 def reducer_gemv_kernel(M, N, block_M, block_N, op="sum"):

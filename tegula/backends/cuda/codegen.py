@@ -536,7 +536,8 @@ def codegen(func: S.PrimFunc, target: Any = None, pass_configs: Optional[dict] =
     for i, k in enumerate(kernels):
         kname = f"{base}_kernel" if len(kernels) == 1 else f"{base}_kernel_{i}"
         text, info = _emit_kernel(func, k, kname, params, const_ids, fast_math, index64,
-                                  int(cfg.get("tegula.min_blocks_per_sm", 0) or 0))
+                                  int(k.annotations.get("min_blocks_per_sm")
+                                      or cfg.get("tegula.min_blocks_per_sm", 0) or 0))
         texts.append(text)
         infos.append(info)
     body = "\n\n".join(texts)
