@@ -2,7 +2,8 @@
 
 ``T.Layout([M, N], lambda i, j: (j, i))`` maps each logical index of a tile to a physical index
 (the forward index), ``T.Fragment(shape, forward_thread_fn=, forward_index_fn=)`` maps it to the
-thread holding it and the register in that thread. Both evaluate the user's function once on
+thread holding it and the register in that thread (with ``replicate=r``, to the ``r`` threads
+``forward_thread_fn(*idx, rep)``, ``rep < r``, each at that register). Both evaluate the user's function once on
 symbolic indices, so the mapping is an IR expression that can be printed, evaluated and bounded.
 
 What the compiler does with them (``T.annotate_layout``; see docs/language.md): a ``T.Layout``
@@ -27,7 +28,7 @@ from tegula.errors import KernelTypeError, LayoutError
 from tegula.ir import expr as E
 from tegula.ir.evaluate import HostEvalError, host_lambda
 from tegula.ir.expr import Expr, Var
-from tegula.ir.visitor import substitute
+from tegula.ir.visitor import substitute, uses_var
 from tegula.layout import fragment as F
 from tegula.layout.fragment import flatten
 
@@ -143,8 +144,16 @@ class Fragment:
         what = "T.Fragment"
         self.input_shape = _shape(shape, what)
         self.vars = tuple(Var(f"i{k}") for k in range(len(self.input_shape)))
+        if not isinstance(replicate, int) or isinstance(replicate, bool) or replicate < 1:
+            raise KernelTypeError(f"{what}: replicate must be a positive int, got {replicate!r}")
+        self.replicate = replicate
+        # with replicate > 1 the thread functions also take the replica index ``rep``: element
+        # ``i`` is held by the threads ``forward_thread(*i, rep)`` for rep < replicate, each in
+        # register ``forward_index(*i)``
+        self.rep: Optional[Var] = Var("rep") if replicate > 1 else None
+        thread_args = self.vars + ((self.rep,) if self.rep is not None else ())
         if forward_fn is not None:
-            both = _outputs(forward_fn, self.vars, what)
+            both = _outputs(forward_fn, thread_args, what)
             if len(both) < 2:
                 raise KernelTypeError(f"{what}: forward_fn must return (thread, index...)")
             self.forward_thread, self.forward_index = both[0], tuple(both[1:])
@@ -152,17 +161,27 @@ class Fragment:
             if forward_thread_fn is None or forward_index_fn is None:
                 raise KernelTypeError(f"{what}: give forward_fn, or both forward_thread_fn and "
                                       "forward_index_fn")
-            self.forward_thread = _outputs(forward_thread_fn, self.vars, what)[0]
+            self.forward_thread = _outputs(forward_thread_fn, thread_args, what)[0]
             self.forward_index = _outputs(forward_index_fn, self.vars, what)
-        if not isinstance(replicate, int) or replicate < 1:
-            raise KernelTypeError(f"{what}: replicate must be a positive int, got {replicate!r}")
-        self.replicate = replicate
-        ranges = {v: (0, n - 1) for v, n in zip(self.vars, self.input_shape)}
-        self.thread_count = _extent(self.forward_thread, ranges, what) * replicate
+        if self.rep is not None and any(uses_var(e, self.rep) for e in self.forward_index):
+            raise KernelTypeError(f"{what}: the register index cannot depend on the replica index "
+                                  "(every replica of an element is in the same register)")
+        ranges = {v: (0, n - 1) for v, n in zip(thread_args, self.input_shape + (replicate,))}
+        self.thread_count = _extent(self.forward_thread, ranges, what)
         self.output_shape = tuple(_extent(e, ranges, what) for e in self.forward_index)
 
+    @property
+    def thread_vars(self) -> tuple[Var, ...]:
+        """The arguments of the thread function: the indices, then the replica index."""
+        return self.vars + ((self.rep,) if self.rep is not None else ())
+
+    @property
+    def thread_shape(self) -> tuple[int, ...]:
+        return self.input_shape + ((self.replicate,) if self.rep is not None else ())
+
     def map_forward_thread(self, indices: Sequence[Any]) -> Any:
-        return _apply((self.forward_thread,), self.vars, indices)[0]
+        """The thread of logical ``indices`` (with replicate > 1, the replica index after them)."""
+        return _apply((self.forward_thread,), self.thread_vars, indices)[0]
 
     def map_forward_index(self, indices: Sequence[Any]) -> tuple[Any, ...]:
         return _apply(self.forward_index, self.vars, indices)
@@ -178,10 +197,6 @@ class Fragment:
         if tuple(int(d) for d in buf.shape) != self.input_shape:
             raise LayoutError(f"T.annotate_layout: the layout of {name} is for shape "
                               f"{list(self.input_shape)}: {self.describe()}")
-        if self.replicate != 1:
-            raise LayoutError(f"T.annotate_layout: the layout of {name} replicates elements "
-                              f"(replicate={self.replicate}); tegula honours fragments whose "
-                              "elements each have one holder")
         if self.thread_count != threads:
             raise LayoutError(f"T.annotate_layout: the layout of {name} spreads it over "
                               f"{self.thread_count} threads, the kernel has {threads}: {self.describe()}",
@@ -190,9 +205,11 @@ class Fragment:
 
     def describe(self) -> str:
         args = ", ".join(str(v) for v in self.vars)
+        targs = ", ".join(str(v) for v in self.thread_vars)
         outs = ", ".join(str(e) for e in self.forward_index)
-        return (f"T.Fragment({list(self.input_shape)}, forward_thread_fn=lambda {args}: "
-                f"{self.forward_thread}, forward_index_fn=lambda {args}: [{outs}])")
+        rep = f", replicate={self.replicate}" if self.rep is not None else ""
+        return (f"T.Fragment({list(self.input_shape)}, forward_thread_fn=lambda {targs}: "
+                f"{self.forward_thread}{rep}, forward_index_fn=lambda {args}: [{outs}])")
 
     __repr__ = describe
 
@@ -329,15 +346,20 @@ class UserFragment(F.Fragment):
             regs *= int(d)
         self.local_size = regs
         T = self.threads
-        thread = tabulate((frag.forward_thread,), frag.vars, frag.input_shape, (1,), "T.Fragment")
+        rep = frag.replicate
+        thread = tabulate((frag.forward_thread,), frag.thread_vars, frag.thread_shape, (1,), "T.Fragment")
         reg = tabulate(frag.forward_index, frag.vars, frag.input_shape, frag.output_shape, "T.Fragment")
+        if rep > 1:  # the replica index is the last axis of ``thread``
+            reg = np.broadcast_to(reg[..., None], thread.shape)
         slot = (thread * regs + reg).ravel()
         owner = np.full(T * regs, -1, np.int64)
-        owner[slot] = np.arange(slot.size)
-        if slot.size != T * regs or (owner < 0).any():
+        owner[slot] = np.arange(slot.size) // rep
+        hits = np.bincount(slot, minlength=T * regs) if slot.size and slot.min() >= 0 else None
+        if slot.size != T * regs or hits is None or (hits != 1).any():
+            each = f"{rep} (thread, register) pairs" if rep > 1 else "one (thread, register)"
             raise LayoutError(f"T.Fragment: the layout does not give every (thread, register) "
                               f"exactly one element: {frag.describe()}",
-                              hint="each element needs a register of its own, and each register one element")
+                              hint=f"each element needs {each} of its own, and each register one element")
         self.table = owner.reshape(T, regs)               # [thread, register] -> flat element
         if T & (T - 1) or regs & (regs - 1):
             raise LayoutError(f"T.Fragment: {T} threads of {regs} registers; tegula inverts layouts "
@@ -350,6 +372,16 @@ class UserFragment(F.Fragment):
             raise LayoutError(f"T.Fragment: tegula cannot invert this layout (an element's place is "
                               f"not a sum of bit fields of the thread and register index): "
                               f"{frag.describe()}")
+        # the bits of the thread index that no coordinate depends on tell the replicas apart
+        used = 0
+        for _, fields in self._fields:
+            for shift, width, _ in fields:
+                used |= ((1 << width) - 1) << shift
+        free = [b for b in range((T * regs).bit_length() - 1) if not used >> b & 1]
+        if (1 << len(free)) != rep or any(b < self._kbits for b in free):
+            raise LayoutError(f"T.Fragment: tegula cannot tell the {rep} replicas of an element "
+                              f"apart by bits of the thread index: {frag.describe()}")
+        self.replica_mask = sum(1 << (b - self._kbits) for b in free)
 
     def coords(self, t: Expr, k: Any) -> tuple[Expr, ...]:
         kb = self._kbits
@@ -379,6 +411,13 @@ class UserFragment(F.Fragment):
 
     def key(self) -> tuple:
         return (self.shape, self.threads, self.table.tobytes())
+
+    def primary(self, t: Expr) -> Optional[Expr]:
+        """The condition for thread ``t`` to be the one replica that writes an element out
+        (None: every element has one holder)."""
+        if not self.replica_mask:
+            return None
+        return E.compare("eq", E.binary("bitand", t, self.replica_mask), 0)
 
     def vec_width(self) -> int:
         flat = self.table

@@ -722,3 +722,31 @@ def test_packed_4bit_dtypes_are_values_and_a_clear_error_in_kernels():
             with T.Kernel(1, threads=128):
                 s = T.alloc_shared((16, 64), T.int4)
     assert "T.alloc_shared((16, 64), T.int4)" in str(e.value)
+
+
+def row_results_to_shared_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((16, 64), "float32"), R: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            F = T.alloc_fragment((16, 64), "float32")
+            S = T.alloc_shared((16,), "float32")
+            r = T.alloc_fragment((16,), "float32")
+            T.copy(A, F)
+            T.reduce_sum(F, r, dim=1)
+            for i in T.Parallel(16):  # r's rows are held by several threads each
+                S[i] = r[i]
+            for i in T.Parallel(16):
+                S[i] = S[i] * 2.0 + r[i]
+            T.copy(S, R)
+
+    return main
+
+
+def test_parallel_loop_over_replicated_rows_writes_memory_once(target, rng):
+    """A T.Parallel loop driven by a layout whose elements several threads hold (a reduction's
+    rows) writes shared memory from one of them: no write-after-write or read-then-write race
+    between the replicas on the emulator."""
+    a = rng.standard_normal((16, 64)).astype(np.float32)
+    (a_d,) = to_device(target, a)
+    r = built(row_results_to_shared_kernel(), target, out_idx=[-1])(a_d)
+    np.testing.assert_allclose(to_host(r), a.astype(np.float64).sum(axis=1) * 3.0, rtol=1e-5, atol=1e-5)

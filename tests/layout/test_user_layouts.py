@@ -235,3 +235,81 @@ def test_user_fragment_inverse_by_bit_fields():
     u = UserFragment(frag)
     assert (u.threads, u.local_size, u.vec_width()) == (32, 8, 2)
     assert same_placement(u, MmaLayout(16, 16, 1, 1))
+
+
+# -- T.Fragment(..., replicate=r): several threads hold each element -----------------------------
+
+def replicated_kernel(frag, M=16, N=16):
+    @T.prim_func
+    def k(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M + 1, N), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment((M,), "float32")
+            s = T.alloc_shared((M, N), "float32")
+            T.annotate_layout({f: frag})
+            T.copy(X, f)
+            for i, j in T.Parallel(M, N):
+                f[i, j] = f[i, j] * 2.0 + 1.0
+            T.reduce_sum(f, r, dim=1)
+            T.copy(f, s)
+            for i, j in T.Parallel(M, N):  # reads shared, writes it and a fragment
+                s[i, j] = s[i, j] + f[i, j] * 0.5
+                f[i, j] = f[i, j] - r[i]
+            T.copy(s, Y[0:M, 0:N])
+            for i in T.Parallel(M):
+                Y[M, i] = f[i, 0] + f[i, N - 1]
+
+    return k
+
+
+REPLICATED = {
+    # the two replicas of an element in the two halves of the block
+    "halves": T.Fragment((16, 16), forward_thread_fn=lambda i, j, rep: rep * 64 + (i * 16 + j) // 4,
+                         replicate=2, forward_index_fn=lambda i, j: (i * 16 + j) % 4),
+    # neighbouring threads, four replicas
+    "neighbours": T.Fragment((16, 16), forward_thread_fn=lambda i, j, rep: ((i * 16 + j) // 8) * 4 + rep,
+                             replicate=4, forward_index_fn=lambda i, j: j % 8),
+}
+
+
+@pytest.mark.parametrize("name", list(REPLICATED))
+def test_replicated_fragment_runs_alike_everywhere(name, rng):
+    frag = REPLICATED[name]
+    x = rng.standard_normal((16, 16)).astype(np.float32)
+    f = x.astype(np.float64) * 2 + 1
+    r = f.sum(axis=1)
+    for target in ("cpu", "cuda-emu", "cuda-emu:sm_90a"):  # the sums' order differs: not bitwise
+        y = np.full((17, 16), np.nan, np.float32)
+        tegula.compile(replicated_kernel(frag), target=target)(x, y)
+        np.testing.assert_allclose(y[:16], f * 1.5, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(y[16], (f[:, 0] - r) + (f[:, 15] - r), rtol=1e-5, atol=1e-4)
+    if available_backends():
+        for arch in ARCHS:
+            assert "__global__" in tegula.compile(replicated_kernel(frag), target=f"cuda:{arch}").get_kernel_source()
+    lay, _ = kernel_layouts(replicated_kernel(frag), target="cuda:sm_80")["f"]
+    assert isinstance(lay, UserFragment) and lay.threads == 128
+    holders = fragment_holders(lay)
+    assert all(len(holders[(i, j)]) == frag.replicate for i in range(16) for j in range(16))
+    # only one replica writes memory: the lowered code tests the replica bits
+    src = tegula.compile(replicated_kernel(frag), target="cuda:sm_80").get_kernel_source()
+    assert ("(tx & 64) == 0" if name == "halves" else "(tx & 3) == 0") in src
+
+
+def test_replicated_fragment_thread_function_takes_the_replica_index():
+    frag = REPLICATED["halves"]
+    assert frag.get_thread_size() == 128 and frag.map_forward_thread((1, 0, 1)) == 64 + 4
+    assert "replicate=2" in frag.describe() and "lambda i0, i1, rep" in frag.describe()
+
+
+def test_replicated_fragments_tegula_cannot_use_are_errors():
+    with pytest.raises(tegula.errors.KernelTypeError, match="must take 3 index argument"):
+        T.Fragment((16, 16), forward_thread_fn=lambda i, j: i, replicate=2, forward_index_fn=lambda i, j: j)
+    # the replicas of an element collide on one thread
+    with pytest.raises(tegula.errors.LayoutError, match="2 \\(thread, register\\) pairs of its own"):
+        replicated_kernel(T.Fragment((16, 16), forward_thread_fn=lambda i, j, rep: (i * 16 + j) // 2,
+                                     replicate=2, forward_index_fn=lambda i, j: j % 2))
+    # replicas at threads that no bit fields of the thread index give
+    with pytest.raises(tegula.errors.LayoutError, match="cannot invert this layout.*replicate=2"):
+        replicated_kernel(T.Fragment(
+            (16, 16), forward_thread_fn=lambda i, j, rep: ((i * 16 + j) // 4 + rep * 3) % 64 + (rep * 64),
+            replicate=2, forward_index_fn=lambda i, j: (i * 16 + j) % 4))

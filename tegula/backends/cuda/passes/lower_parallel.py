@@ -5,7 +5,10 @@ fragment it indexes with all its variables (in order), unrolled over that thread
 Other fragments it indexes the same way in the same layout, or by the rows of it, are read
 from registers too; every other fragment access goes through the fragment's shared copy
 (:meth:`~.lowering_context.Ctx.staged`). Loops over no fragment deal their iterations to the
-threads round-robin; loops with a runtime extent become a block-strided serial loop.
+threads round-robin; loops with a runtime extent become a block-strided serial loop. A loop
+driven by a layout that replicates elements (several threads hold each) and that stores into
+shared or global memory runs each iteration on one replica only, its fragment writes through the
+shared copies, so that memory is written once.
 
 The statements of the body lower by class (:data:`_BODY`); tile ops allowed inside a parallel
 body (element atomics) by their ``cuda.lane`` rule in :mod:`tegula.ir.tile_rules`.
@@ -27,10 +30,10 @@ from tegula.ir.expr import BufferLoad, Expr, Var
 from tegula.ir.stmt import (Break, BufferStore, Continue, Evaluate, For, IfThenElse, LetStmt,
                             SeqStmt, Stmt, TileOp, While, parallel_nest, seq)
 from tegula.ir.tile_rules import TILE_RULES
-from tegula.ir.visitor import Mutator, substitute
+from tegula.ir.visitor import Mutator, post_order_visit, substitute
 from tegula.layout.fragment import FlatLayout, Fragment, unflatten
 from tegula.backends.cuda.passes.layout_inference import fragment_accesses, loop_pattern
-from tegula.backends.cuda.passes.lowering_context import Ctx
+from tegula.backends.cuda.passes.lowering_context import Ctx, primary
 
 
 def _frag_accesses(body: Stmt) -> list[tuple[Buffer, tuple, bool]]:
@@ -61,6 +64,15 @@ def lower_parallel(ctx: Ctx, loop: For) -> Stmt:
             direct.setdefault(b, "scalar")
         else:
             direct[b] = None
+    # A layout that replicates elements gives each iteration to several threads: those may all
+    # compute registers, but only one of them writes shared or global memory. Then the
+    # iterations run on that one replica, and the fragments they write go through their shared
+    # copies so that every replica's registers get the values.
+    writer = primary(drive, ctx.tid, 0) if drive is not None and _writes_memory(body) else None
+    if writer is not None:
+        for b, _, w in acc:
+            if w:
+                direct[b] = None
     staged = [b for b, how in direct.items() if how is None]
     written = list(dict.fromkeys(b for b, _, w in acc if w and b in staged))
     n = 1
@@ -71,7 +83,8 @@ def lower_parallel(ctx: Ctx, loop: For) -> Stmt:
 
     def body_at(coords: tuple, k: Any) -> Stmt:
         vmap = dict(zip(vars_, coords))
-        return ThreadBody(ctx, vmap, k, direct, drive).lower(body)
+        out = ThreadBody(ctx, vmap, k, direct, drive).lower(body)
+        return IfThenElse(writer, out) if writer is not None else out
 
     if drive is not None:
         main = ctx.unroll("k", drive.local_size, lambda k: body_at(drive.coords(ctx.tid, k), k))
@@ -84,6 +97,20 @@ def lower_parallel(ctx: Ctx, loop: For) -> Stmt:
 
         main = ctx.unroll("i", per, one)
     return ctx.staged(main, reads=staged, writes=written, fence_after=True)
+
+
+def _writes_memory(body: Stmt) -> bool:
+    """Whether ``body`` stores into shared or global memory or updates it atomically."""
+    found = []
+
+    def see(n: Any) -> None:
+        if isinstance(n, BufferStore) and (n.buffer.is_shared or n.buffer.is_global):
+            found.append(n)
+        elif isinstance(n, TileOp):
+            found.append(n)
+
+    post_order_visit(body, see)
+    return bool(found)
 
 
 def _dynamic_parallel(ctx: Ctx, vars_: list[Var], exts: list[Any], body: Stmt) -> Stmt:

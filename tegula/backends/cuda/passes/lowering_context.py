@@ -211,7 +211,8 @@ def primary(lay: Fragment, t: Expr, k: Any) -> Optional[Expr]:
             return cond
         if isinstance(p, RowLayout) and p.tpr > 1:
             return E.compare("eq", t % p.tpr, 0)
-    return None
+    own = getattr(lay, "primary", None)  # a user's T.Fragment with replicate > 1
+    return own(t) if own is not None else None
 
 
 def guard_primary(lay: Fragment, t: Expr, k: Any, stmt: Stmt) -> Stmt:
