@@ -34,7 +34,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad
 from tegula.ir.stmt import BufferStore, Evaluate, For
 from tegula.language import primitives as P
-from tegula.language.builder import current
+from tegula.language.builder import caller_span, current
 from tegula.layout.mma import WARP, a_lane_offsets, b_lane_offsets, c_coords, micro_size
 
 _MMA = {("float16", "float32"): "tl::mma_m16n8k16_f16_f32",
@@ -71,11 +71,27 @@ def _need_size(buf: Buffer, n: int, what: str) -> None:
                               "warp_rows/warp_cols times local_size_a/b/out")
 
 
+def _lane_loads(dst: Buffer, base: int, n: int, src: Any) -> None:
+    """``dst[base + 4 * r + q] = src(r, q)`` for the ``n`` bytes of a lane's 8-bit mma operand
+    registers (register ``r``, byte ``q``): what ``ldmatrix`` would load, element by element,
+    where the operand's storage order needs a transpose of bytes (the PTX ISA's m16n8k32
+    fragments: A register ``r`` holds row ``g + 8 * (r % 2)``, columns ``16 * (r // 2) + 4 * t
+    + q``; B register ``r`` column ``g + 8 * (r // 2)``, rows ``16 * (r % 2) + 4 * t + q``, for
+    ``g = lane // 4``, ``t = lane % 4``)."""
+    b = current("TensorCoreIntrinEmitter")
+    e = E.Var(b.take_name("e"))
+    b.emit(For(e, E.const(0), n, BufferStore(dst, (base + e,), E.cast(dst.dtype, src(e // 4, e % 4))),
+               "unroll"))
+
+
 class TensorCoreIntrinEmitter:
     """Emits ``ldmatrix`` / ``mma.sync`` / accumulator stores for one block (module docstring).
 
     ``a_transposed``: A is stored ``[K, M]`` (else ``[M, K]``); ``b_transposed``: B is stored
-    ``[N, K]`` (else ``[K, N]``). ``chunk`` is the K extent of the shared tiles.
+    ``[N, K]`` (else ``[K, N]``); 8-bit operands in the order ``ldmatrix`` cannot transpose
+    (A ``[K, M]``, B ``[K, N]``) are loaded element by element. ``chunk`` is the K extent of the
+    shared tiles each group of warps reads; ``reduce_k`` groups split the block's K (the kernel
+    adds their accumulators, e.g. with ``T.tvm_thread_allreduce`` over ``T.get_thread_binding(1)``).
     """
 
     def __init__(self, a_dtype: Any = "float16", b_dtype: Any = "float16",
@@ -85,37 +101,42 @@ class TensorCoreIntrinEmitter:
                  reduce_k: int = 1, num_elems_per_byte: int = 1, is_m_first: bool = False,
                  thread_var: Any = None):
         what = "TensorCoreIntrinEmitter"
+        where = caller_span()  # the user's line making the emitter
         self.a_dtype, self.b_dtype = dt.as_dtype(a_dtype), dt.as_dtype(b_dtype)
         self.accum_dtype = dt.as_dtype(accum_dtype)
         key = (self.a_dtype.name, self.accum_dtype.name)
         if self.a_dtype != self.b_dtype or key not in _MMA:
             raise UnsupportedError(
                 f"{what}: mma.sync of {self.a_dtype.name} x {self.b_dtype.name} into "
-                f"{self.accum_dtype.name} is not supported",
+                f"{self.accum_dtype.name} is not supported", where,
                 hint="float16/bfloat16 into float32, or int8/uint8 into int32")
-        if reduce_k != 1 or num_elems_per_byte != 1:
-            raise UnsupportedError(f"{what}: reduce_k and num_elems_per_byte other than 1 are not "
-                                   "supported")
+        if num_elems_per_byte != 1:
+            raise UnsupportedError(f"{what}: num_elems_per_byte={num_elems_per_byte!r} (packed B "
+                                   "operands, decoded in registers) is not supported", where,
+                                   hint="decode B into a T.alloc_local of the mma dtype and use "
+                                        "num_elems_per_byte=1")
+        if not isinstance(reduce_k, int) or isinstance(reduce_k, bool) or reduce_k < 1:
+            raise KernelTypeError(f"{what}: reduce_k must be a positive int, got {reduce_k!r}", where)
         self.mma_name = _MMA[key]
         self.micro_size_x, self.micro_size_y, self.micro_size_k = micro_size(self.a_dtype)
         for name, v, step in (("warp_row_tiles", warp_row_tiles, self.micro_size_x),
                               ("warp_col_tiles", warp_col_tiles, self.micro_size_y),
                               ("chunk", chunk, self.micro_size_k)):
             if not isinstance(v, int) or v <= 0 or v % step:
-                raise KernelTypeError(f"{what}: {name} must be a positive multiple of {step}, got {v!r}")
-        if self.a_dtype.bits == 8 and (a_transposed or not b_transposed):
-            raise UnsupportedError(f"{what}: 8-bit operands need A stored [M, K] and B stored [N, K]",
-                                   hint="a_transposed=False, b_transposed=True")
+                raise KernelTypeError(f"{what}: {name} must be a positive multiple of {step}, got {v!r}",
+                                      where)
         self.a_transposed, self.b_transposed = bool(a_transposed), bool(b_transposed)
         self.block_row_warps, self.block_col_warps = block_row_warps, block_col_warps
         self.warp_row_tiles, self.warp_col_tiles = warp_row_tiles, warp_col_tiles
-        self.chunk, self.reduce_k, self.is_m_first = chunk, reduce_k, is_m_first
+        self.chunk, self.reduce_k, self.is_m_first = chunk, reduce_k, bool(is_m_first)
         self.warp_rows = warp_row_tiles // self.micro_size_x
         self.warp_cols = warp_col_tiles // self.micro_size_y
         self.local_size_a = self.micro_size_x * self.micro_size_k // WARP
         self.local_size_b = self.micro_size_y * self.micro_size_k // WARP
         self.local_size_out = self.micro_size_x * self.micro_size_y // WARP
-        self.threads = WARP * block_row_warps * block_col_warps
+        # with reduce_k > 1 the block has reduce_k groups of these warps (T.Kernel(threads=(n,
+        # reduce_k)): group rk = T.get_thread_binding(1) takes K from rk * chunk
+        self.threads = WARP * block_row_warps * block_col_warps * reduce_k
         self.thread_var = thread_var
 
     # -- thread binding ---------------------------------------------------------------------------
@@ -123,11 +144,17 @@ class TensorCoreIntrinEmitter:
         """The thread index the emitted code uses (``T.get_thread_binding()`` unless given)."""
         return E.as_expr(self.thread_var) if self.thread_var is not None else P.get_thread_binding()
 
-    def extract_thread_binding(self, thread_id: Any) -> tuple[E.Expr, E.Expr, E.Expr]:
-        """``(lane, warp_n, warp_m)`` of thread ``thread_id``."""
+    def extract_thread_binding(self, thread_id: Any, is_m_first: Optional[bool] = None
+                               ) -> tuple[E.Expr, E.Expr, E.Expr]:
+        """``(lane, warp_n, warp_m)`` of thread ``thread_id``: with ``is_m_first`` (the
+        emitter's unless given) consecutive warps step along N (``warp_n = warp %
+        block_col_warps``), else along M (``warp_m = warp % block_row_warps``), as TileLang."""
         t = E.as_expr(thread_id)
         warp = t // WARP
-        return t % WARP, warp % self.block_col_warps, (warp // self.block_col_warps) % self.block_row_warps
+        m_first = self.is_m_first if is_m_first is None else bool(is_m_first)
+        if m_first:
+            return t % WARP, warp % self.block_col_warps, (warp // self.block_col_warps) % self.block_row_warps
+        return t % WARP, (warp // self.block_row_warps) % self.block_col_warps, warp % self.block_row_warps
 
     # -- the emitted operations ------------------------------------------------------------------
     def ldmatrix_a(self, A_local_buf: Any, A_shared_buf: Any, ki: Any, rk: Any = 0) -> None:
@@ -139,6 +166,12 @@ class TensorCoreIntrinEmitter:
         lane, _, warp_m = self.extract_thread_binding(self.get_thread_binding())
         kstep = self.micro_size_k
         k0 = E.as_expr(rk) * self.chunk + E.as_expr(ki) * kstep
+        if self.a_dtype.bits == 8 and self.a_transposed:  # ldmatrix cannot transpose bytes
+            for i in range(self.warp_rows):
+                m0 = warp_m * self.warp_row_tiles + i * self.micro_size_x
+                _lane_loads(a_loc, i * self.local_size_a, self.local_size_a, lambda r, q: a_sh[
+                    k0 + (r // 2) * 16 + (lane % 4) * 4 + q, m0 + lane // 4 + (r % 2) * 8])
+            return
         dm, dk = a_lane_offsets(lane, kstep, self.a_transposed)
         for i in range(self.warp_rows):
             m = warp_m * self.warp_row_tiles + i * self.micro_size_x + dm
@@ -156,6 +189,12 @@ class TensorCoreIntrinEmitter:
         lane, warp_n, _ = self.extract_thread_binding(self.get_thread_binding())
         kstep = self.micro_size_k
         k0 = E.as_expr(rk) * self.chunk + E.as_expr(ki) * kstep
+        if self.b_dtype.bits == 8 and not self.b_transposed:  # ldmatrix cannot transpose bytes
+            for j in range(self.warp_cols):
+                n0 = warp_n * self.warp_col_tiles + j * self.micro_size_y
+                _lane_loads(b_loc, j * self.local_size_b, self.local_size_b, lambda r, q: b_sh[
+                    k0 + (r % 2) * 16 + (lane % 4) * 4 + q, n0 + lane // 4 + (r // 2) * 8])
+            return
         dk, dn = b_lane_offsets(lane, kstep, self.b_transposed)
         for j in range(self.warp_cols):
             n = warp_n * self.warp_col_tiles + j * self.micro_size_y + dn

@@ -158,3 +158,114 @@ def test_emitter_errors_name_the_problem():
     msg = str(info.value)
     assert "'A_l' holds 4 elements per thread, the emitter needs 16" in msg
     assert "em.ldmatrix_a(A_l, A_s, 0)" in msg and "test_mma_emitter.py" in msg
+
+
+# -- 8-bit operands in either storage order, reduce_k, barriers ----------------------------------
+
+def int8_emitter_gemm(M, N, K, a_t, b_t, reduce_k=1, dtype="int8"):
+    """C = A @ B with A stored [K, M] when ``a_t`` and B stored [N, K] when ``b_t``; with
+    ``reduce_k`` groups of warps each taking a part of every k-tile, summed at the end."""
+    BK = 64
+    em = TensorCoreIntrinEmitter(a_dtype=dtype, b_dtype=dtype, accum_dtype="int32", a_transposed=a_t,
+                                 b_transposed=b_t, block_row_warps=2, block_col_warps=2,
+                                 warp_row_tiles=32, warp_col_tiles=32, chunk=BK // reduce_k,
+                                 reduce_k=reduce_k)
+    BM = BN = 64
+    a_shape, as_shape = ((K, M), (BK, BM)) if a_t else ((M, K), (BM, BK))
+    b_shape, bs_shape = ((N, K), (BN, BK)) if b_t else ((K, N), (BK, BN))
+    threads = (128, reduce_k) if reduce_k > 1 else 128
+
+    @T.prim_func
+    def mm(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "int32")):
+        with T.Kernel(N // BN, M // BM, threads=threads) as (bx, by):
+            A_s = T.alloc_shared(as_shape, dtype)
+            B_s = T.alloc_shared(bs_shape, dtype)
+            A_l = T.alloc_local((em.warp_rows * em.local_size_a), dtype)
+            B_l = T.alloc_local((em.warp_cols * em.local_size_b), dtype)
+            C_l = T.alloc_local((em.warp_rows * em.warp_cols * em.local_size_out), "int32")
+            red = T.alloc_local((1,), "int32")
+            rk = T.get_thread_binding(1)
+            T.clear(C_l)
+            for ko in T.serial(K // BK):
+                if a_t:
+                    for k, i in T.Parallel(BK, BM):
+                        A_s[k, i] = A[ko * BK + k, by * BM + i]
+                else:
+                    for i, k in T.Parallel(BM, BK):
+                        A_s[i, k] = A[by * BM + i, ko * BK + k]
+                if b_t:
+                    for j, k in T.Parallel(BN, BK):
+                        B_s[j, k] = B[bx * BN + j, ko * BK + k]
+                else:
+                    for k, j in T.Parallel(BK, BN):
+                        B_s[k, j] = B[ko * BK + k, bx * BN + j]
+                for ki in T.serial(em.chunk // em.micro_size_k):
+                    em.ldmatrix_a(A_l, A_s, ki, rk=rk)
+                    em.ldmatrix_b(B_l, B_s, ki, rk=rk)
+                    em.mma(A_l, B_l, C_l)
+            if reduce_k > 1:
+                for n in T.serial(em.warp_rows * em.warp_cols * em.local_size_out):
+                    with T.attr(T.comm_reducer(lambda x, y: x + y, [T.int32(0)]), "reduce_scope",
+                                T.reinterpret(T.uint64(0), dtype="handle")):
+                        T.evaluate(T.tvm_thread_allreduce(T.uint32(1), C_l[n], True, red[0], rk,
+                                                          dtype="handle"))
+                    C_l[n] = red[0]
+                if rk == 0:
+                    em.stmatrix(C_l, C, pid_m=by, pid_n=bx)
+            else:
+                em.stmatrix(C_l, C, pid_m=by, pid_n=bx)
+
+    return mm
+
+
+INT8_CASES = [(True, True, 1), (False, False, 1), (True, False, 1), (False, True, 2), (True, False, 2)]
+
+
+@pytest.mark.parametrize("a_t, b_t, reduce_k", INT8_CASES)
+def test_int8_operands_in_every_storage_order_and_reduce_k(a_t, b_t, reduce_k, rng):
+    M, N, K = 64, 128, 128
+    f = int8_emitter_gemm(M, N, K, a_t, b_t, reduce_k)
+    if available_backends():
+        for arch in ARCHS:
+            src = tegula.compile(f, target=f"cuda:{arch}").get_kernel_source()
+            assert "tl::mma_m16n8k32_s8_s32" in src
+            assert ("tl::ldmatrix" in src) == (not a_t or b_t)  # element loads for the transposes
+    a = rng.integers(-128, 128, (K, M) if a_t else (M, K)).astype(np.int8)
+    b = rng.integers(-128, 128, (N, K) if b_t else (K, N)).astype(np.int8)
+    aa = a.astype(np.int64).T if a_t else a.astype(np.int64)
+    bb = b.astype(np.int64).T if b_t else b.astype(np.int64)
+    for target in ("cpu", "cuda-emu"):
+        c = np.full((M, N), -7, np.int32)
+        tegula.compile(f, target=target)(a, b, c)
+        np.testing.assert_array_equal(c, aa @ bb)
+
+
+@pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
+def test_no_barrier_inside_the_k_step_loop():
+    """The k-steps only read shared memory: the barrier after the tile's stores goes before the
+    k-step loop, not into each of its iterations."""
+    for f in (emitter_gemm(64, 128, 128, "float16", "float32"), int8_emitter_gemm(64, 128, 128, False, True)):
+        lines = tegula.compile(f, target="cuda:sm_80").get_kernel_source().splitlines()
+        start = next(i for i, ln in enumerate(lines) if "for (int ki" in ln)
+        indent = len(lines[start]) - len(lines[start].lstrip())
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(" " * indent + "}"))
+        assert not any("__syncthreads" in ln for ln in lines[start:end])
+        assert "__syncthreads" in "".join(lines[start - 2:start])  # (a source-line comment between)
+
+
+def test_thread_binding_orders_warps_as_tilelang():
+    em = TensorCoreIntrinEmitter(accum_dtype="float32", block_row_warps=2, block_col_warps=4,
+                                 warp_row_tiles=16, warp_col_tiles=16, chunk=16)
+    t = T.int32(32 * 5 + 3)  # warp 5, lane 3
+    lane, wn, wm = (int(x.value) for x in em.extract_thread_binding(t))
+    assert (lane, wn, wm) == (3, 2, 1)  # warps step along M first (TileLang's default)
+    lane, wn, wm = (int(x.value) for x in em.extract_thread_binding(t, is_m_first=True))
+    assert (lane, wn, wm) == (3, 1, 1)
+
+
+def test_packed_operands_are_a_located_error():
+    with pytest.raises(tegula.errors.UnsupportedError) as e:
+        TensorCoreIntrinEmitter(a_dtype="float16", b_dtype="float16", accum_dtype="float32",
+                                num_elems_per_byte=2)
+    msg = str(e.value)
+    assert "num_elems_per_byte=2" in msg and "test_mma_emitter.py" in msg

@@ -5,7 +5,8 @@ a condition, loop bound or let that depends on the thread index). Between two st
 barrier goes in when the later one reads or writes a shared buffer the earlier ones wrote since
 the last barrier, or writes one they read (RAW, WAW, WAR). Loops also get a barrier at the end
 of their body when the next iteration's first accesses conflict with the last ones (the
-back edge). Statements under thread-dependent control flow count as one access of everything
+back edge); a barrier the head of a loop body needs only for what came before the loop goes
+before the loop, not into every iteration. Statements under thread-dependent control flow count as one access of everything
 they touch, and never get a barrier inside (that could deadlock).
 
 The pass config ``tegula.disable_barrier_insertion`` turns this pass off, so the emulator's race
@@ -159,7 +160,14 @@ class _Inserter:
             return self._leaf(s, st)
         if isinstance(s, For) and self.uniform(s.start, s.extent if not isinstance(s.extent, int) else None):
             before = st.copy()
-            body = self.block(_stmts(s.body), st)
+            given = _stmts(s.body)
+            body = self.block(given, st)
+            # a barrier the body's head needs for what came before the loop goes before the
+            # loop, not into every iteration (the back edge below orders the iterations)
+            out: list[Stmt] = []
+            if body and self.is_sync(body[0]) and not (given and self.is_sync(given[0])):
+                out.append(body.pop(0))
+                before.clear()
             # the back edge: the next iteration's accesses up to its first barrier
             if _head_conflicts(body, st, self.is_sync) and not (isinstance(s.extent, int) and s.extent <= 1):
                 body.append(self.sync())
@@ -167,7 +175,8 @@ class _Inserter:
             st.add(before.reads, before.writes)  # the loop may not run at all
             st.region_reads |= before.region_reads
             st.region_writes |= before.region_writes
-            return [For(s.var, s.start, s.extent, seq(*body), s.kind, s.step, dict(s.annotations), span=s.span)]
+            return out + [For(s.var, s.start, s.extent, seq(*body), s.kind, s.step, dict(s.annotations),
+                              span=s.span)]
         if isinstance(s, IfThenElse) and self.uniform(s.cond):
             st_else = st.copy()
             then = self.block(_stmts(s.then), st)
