@@ -15,9 +15,11 @@ def scale(A, block=32, factor=2.0):
     A: T.Tensor((M,), "float32")
     B = T.empty((M,), "float32")
     with T.Kernel(T.ceildiv(M, block), threads=32) as bx:
+        t = T.alloc_fragment((block,), "float32")
+        T.copy(A[bx * block], t)
         for i in T.Parallel(block):
-            if bx * block + i < M:
-                B[bx * block + i] = A[bx * block + i] * factor
+            t[i] = t[i] * factor
+        T.copy(t, B[bx * block])
     return B
 
 
