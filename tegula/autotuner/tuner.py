@@ -452,7 +452,7 @@ def autotune(func: Optional[Callable] = None, *, configs: Any = None, warmup: fl
              manual_check_prog: Optional[Callable] = None, cache_input_tensors: bool = True,
              max_workers: Optional[int] = None, progress: bool = True) -> Any:
     """Decorator over a ``@tegula.jit`` factory (or a plain factory, jitted with defaults), or
-    over an eager ``@tegula.jit`` function: calling that with its tensors (and without some tuned
+    over an eager ``@tegula.jit`` function: calling that with its tensors (and without any tuned
     argument) builds every configuration for those tensors, checks and times each on them (or on
     the inputs of an enclosing :func:`set_autotune_inputs`), and returns the best one's outputs;
     the choice is kept per argument shapes for later calls.

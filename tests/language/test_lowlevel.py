@@ -242,6 +242,17 @@ def test_attr_annotations_reach_the_cuda_source(arch):
     f = attr_kernel("tl.min_blocks_per_sm", None, 3, False)
     assert "T.annotate_min_blocks_per_sm(3)" in f.script()
 
+    @T.prim_func
+    def direct(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            T.annotate_min_blocks_per_sm(2)
+            for i in T.Parallel(64):
+                A[i] = A[i] + 1.0
+
+    src = tegula.compile(direct, target=f"cuda:{arch}",
+                         pass_configs={"tegula.min_blocks_per_sm": 4}).get_kernel_source()
+    assert "__launch_bounds__(64, 2)" in src  # the kernel's own annotation wins
+
 
 def test_attr_keys_without_a_meaning_are_located_errors():
     with pytest.raises(tegula.errors.UnsupportedError) as e:
