@@ -299,6 +299,11 @@ def test_replicated_fragment_thread_function_takes_the_replica_index():
     frag = REPLICATED["halves"]
     assert frag.get_thread_size() == 128 and frag.map_forward_thread((1, 0, 1)) == 64 + 4
     assert "replicate=2" in frag.describe() and "lambda i0, i1, rep" in frag.describe()
+    both = T.Fragment((16, 16), forward_fn=lambda i, j, rep: (rep * 64 + (i * 16 + j) // 4, (i * 16 + j) % 4),
+                      replicate=2)
+    assert UserFragment(both).key() == UserFragment(frag).key()
+    with pytest.raises(tegula.errors.KernelTypeError, match="cannot depend on the replica index"):
+        T.Fragment((16, 16), forward_fn=lambda i, j, rep: (i, j + rep), replicate=2)
 
 
 def test_replicated_fragments_tegula_cannot_use_are_errors():
