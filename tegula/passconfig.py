@@ -104,12 +104,13 @@ class PassConfigKey(str, enum.Enum):
     TEGULA_NPU_SCHEDULER = "tegula.npu_scheduler"
     # sm_90a: keep T.gemm on mma.sync instead of wgmma
     TEGULA_DISABLE_WGMMA = "tegula.disable_wgmma"
-    # sm_90a: a TMA-pipelined loop of gemms keeps one k-tile of wgmma in flight (loads run
-    # num_stages - 2 iterations ahead instead of num_stages - 1); True / False force it on / off,
-    # unset: on for at least 4 stages and accumulators of at least 128 x 256 per block
+    # sm_90a: a TMA-pipelined or warp-specialized loop of gemms keeps one k-tile of wgmma in flight
+    # (its stage is freed one iteration later); True / False force it on / off, unset: on for
+    # accumulators of at least 128 x 256 per block (TmaPipeline: and at least 4 stages)
     TEGULA_WGMMA_OVERLAP = "tegula.wgmma_overlap"
     # sm_90a: split pipelined TMA loops into a producer warpgroup and consumers (WarpSpecialize);
-    # True / False force it on / off, unset: for loops of gemms that TmaPipeline would not overlap
+    # True / False force it on / off, unset: for loops of gemms over tiles up to 64 x 128 or of at
+    # least 128 x 256 (those with the wgmma overlap)
     TEGULA_WARP_SPECIALIZE = "tegula.warp_specialize"
     # blocks per SM the CUDA compiler must leave room for (the second __launch_bounds__ value):
     # caps registers per thread at 65536 / (threads * value)

@@ -343,23 +343,56 @@ def test_pass_splits_the_example_gemm_into_producer_and_consumers():
 
 
 def test_pass_takes_by_default_only_the_loops_it_measured_faster_on():
-    """Loops of gemms over tiles up to 64x128 that TmaPipeline would not overlap: taken; 4 stages
-    of a 128x256 tile (overlapped), the corpus's 128x128 GEMM and attention (softmax between the
-    gemms): left, unless forced."""
+    """Loops of gemms over tiles up to 64x128 (no overlap) or of at least 128x256 (one k-tile of
+    wgmma in flight in the consumers): taken; the corpus's 128x128 GEMM and attention (softmax
+    between the gemms): left, unless forced."""
     g, fa = _example("gemm"), _example("flash_attention")
     skinny = g.matmul.get_tir(64, 1024, 1024, 64, 128, 64, 4, 128)
     big4 = g.matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256)
+    big3 = g.matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 3, 256)
     attn = fa.flash_attention(1, 2, 512, 128, False, 1, 128, 128, 2, 256)
-    assert "# warp_specialize" in _lowered(skinny)
-    assert "# warp_specialize" not in _lowered(big4) and "wgmma_wait_group(template=(1,)" in _lowered(big4)
+    assert "# warp_specialize" in _lowered(skinny) and "wgmma_wait_group(template=(1,)" not in _lowered(skinny)
+    for big in (big4, big3):
+        s = _lowered(big)
+        assert "# warp_specialize" in s and "wgmma_wait_group(template=(1,)" in s
     assert "# warp_specialize" not in _lowered(attn)
     corpus = g.matmul.get_tir(1024, 1024, 1024, 128, 128, 32, 3, 128)  # 1.46x slower split (H200)
     assert "# warp_specialize" not in _lowered(corpus)
     on = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True}
-    assert "# warp_specialize" in _lowered(big4, pass_configs=on) and "# warp_specialize" in _lowered(attn, pass_configs=on)
+    assert "# warp_specialize" in _lowered(attn, pass_configs=on)
+    assert "wgmma_wait_group(template=(1,)" not in _lowered(attn, pass_configs=on)  # the softmax reads C
     assert "# warp_specialize" not in _lowered(skinny, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: False})
-    # a 128x256 tile is over the default's limit (WS_AUTO_MAX_ELEMS) even without the overlap
+    # a 128x256 tile without the overlap: TmaPipeline's (overlapped at 4 stages) measured as fast
     assert "# warp_specialize" not in _lowered(big4, pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: False})
+    s = _lowered(big4, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: False})
+    assert "# warp_specialize" not in s and "wgmma_wait_group(template=(1,)" in s  # TmaPipeline's overlap
+
+
+def test_consumers_keep_one_k_tile_of_wgmma_in_flight_and_free_the_previous_stage():
+    """wgmma of k-tile k is committed, then wait_group 1 retires k-tile k - 1, whose stage the
+    consumers free; after the loop the last group is drained before the epilogue reads C."""
+    f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256)
+    s = _lowered(f)
+    C = "# warp_specialize: (0, 256, 1)"
+    loop = s[s.index("for k in"):]
+    cons = loop[loop.index(C):loop.index(C, loop.index(C) + 1)]
+    assert cons.index("wgmma_wait_group(template=(1,)") < cons.index("if k > 0:") < cons.index("mbarrier_arrive")
+    assert "k_bars[(k + 3) % 4 + 4]" in cons.replace("T.address_of(", "")  # the previous stage's empty barrier
+    epi = loop[loop.index(C, loop.index(C) + 1):]
+    assert epi.index("wgmma_wait_group(template=(0,)") < epi.index("T.tl::copy_vec")
+
+
+@pytest.mark.parametrize("cfg, M, N, K", [((128, 256, 64, 3, 256), 256, 512, 448),
+                                          ((128, 256, 64, 2, 256), 128, 256, 200),   # ragged K, 2 stages
+                                          ((64, 128, 64, 4, 128), 64, 256, 320)],    # forced on a small tile
+                         ids=["128x256-s3", "ragged-s2", "64x128-s4"])
+def test_overlapped_consumers_run_on_the_hopper_emulator(cfg, M, N, K, rng):
+    pc = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_WGMMA_OVERLAP: True}
+    k = tegula.compile(_example("gemm").matmul.get_tir(M, N, K, *cfg), out_idx=[-1], target="cuda-emu:sm_90a",
+                       pass_configs=pc)
+    assert "wgmma_wait_group(template=(1,)" in k.artifact.source and "warpgroup_reg_alloc" in k.artifact.source
+    a, b = _inputs(rng, M, N, K)
+    _check(k(a, b), a, b)
 
 
 def test_pass_is_off_with_its_pass_config_with_tma_off_and_on_sm80():

@@ -25,18 +25,21 @@ KERNELS: dict[str, Callable[[], Any]] = {
     "gemm_cp_async": lambda: ex("gemm").matmul.get_tir(128, 64, 70, 128, 64, 32, 3, 256),
     "flash_attention": lambda: ex("flash_attention").flash_attention(1, 1, 192, 64, block_M=128, num_stages=2,
                                                                      threads=256),
+    # WarpSpecialize with one k-tile of wgmma in flight in two consumer warpgroups
+    "gemm_ws_overlap": lambda: ex("gemm").matmul.get_tir(128, 256, 192, 128, 128, 32, 3, 256),
 }
 
 
 # the checks here are written against TmaPipeline's lowering of these kernels (one warpgroup
 # set issuing and computing); WarpSpecialize, which takes some of them by default, has its own
 NO_WS = {"tl.disable_warp_specialized": True}
+CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True}}
 
 
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:
     """(tile-level function, its sm_90a lowering) of kernel ``name``."""
     f = KERNELS[name]()
-    return f, lower(f, Target("cuda", "sm_90a"), NO_WS if configs is None else configs)
+    return f, lower(f, Target("cuda", "sm_90a"), CONFIGS.get(name, NO_WS) if configs is None else configs)
 
 
 class Mutate:

@@ -372,6 +372,48 @@ def test_a_write_after_a_read_by_many_threads_needs_all_of_them_ordered(rng):
     _lines(str(e.value), "data race (write after read) on shared buffer 'ring' element 0: thread 128 writes it "
            "after thread 0 read it", "# bcast: overwrite", "# bcast: read")
 
+def _ws_overlap_gemm():
+    """The example GEMM split by WarpSpecialize with one k-tile of wgmma in flight per consumer."""
+    from emu_util import ex
+    from tegula.backends.cuda.pipeline import lower
+    from tegula.target import Target
+
+    f = ex("gemm").matmul.get_tir(128, 256, 256, 128, 256, 64, 3, 256)
+    low = lower(f, Target("cuda", "sm_90a"), {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True})
+    return f, low
+
+
+def _wait_groups(low, n):
+    return [i for i, s in enumerate(sync_statements(low))
+            if s.value.name == "tl::wgmma_wait_group" and dict(s.value.attrs)["template"] == (n,)]
+
+
+def test_overlapped_consumers_release_a_stage_only_after_its_wgmma_retired(rng):
+    """As lowered it is clean and right; waiting for all but two groups instead of one frees the
+    previous stage while its wgmma may still read it, which the emulator reports."""
+    f, low = _ws_overlap_gemm()
+    ref, got = _run(low, f, rng)
+    assert_match(ref, got, TOL, TOL)
+    (i,) = _wait_groups(low, 1)
+
+    def two(node):
+        return dataclasses.replace(node, value=dataclasses.replace(node.value, attrs=(("template", (2,)),)))
+
+    with pytest.raises(RaceError) as e:
+        _run(Mutate(i, two).visit(low), f, rng)
+    _lines(str(e.value), "stage reused before the consumer released it (write after read) on shared buffer",
+           "warpgroup 0's wgmma: gemm.py:", "T.gemm(A_shared, B_shared, C_local)")
+
+
+def test_overlapped_consumers_drain_before_the_epilogue(rng):
+    f, low = _ws_overlap_gemm()
+    (i,) = _wait_groups(low, 0)  # the drain after the loop
+    with pytest.raises(RaceError) as e:
+        _run(without(low, i), f, rng)
+    _lines(str(e.value), "accumulator read before wgmma.wait_group: thread 0 reads register 'C_local'",
+           "gemm.py:47  T.copy(C_local, C[by * block_M, bx * block_N])")
+
+
 # -- TMA stores (hand-built thread-level IR: the lowering emits none yet) ----------------------
 
 def _tma_store_kernel(fence=True, wait=True, overwrite=False):

@@ -6,7 +6,9 @@ naming a buffer or a barrier and a line of the kernel (a wrong result alone does
 The only mutants allowed to pass are equivalent ones, found from the IR itself: a
 ``fence.proxy.async`` before a wgmma whose shared operands no generic store ever writes (only the
 copy engine fills them, and the mbarrier orders that), which the PTX ISA does not require; those
-must still compute the right result.
+must still compute the right result. Also equivalent: a ``wgmma_fence_operands`` right after a
+``wait_group`` that leaves the group writing those registers in flight (a loop keeping one k-tile
+of wgmma in flight, whose drain after the loop pins them again before any read).
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from tegula.ir import stmt as S
 from emu_util import assert_match, random_args
 from hopper_util import KERNELS, SYNC, Mutate, lowered, sync_statements, without
 
-LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention": "flash_attention.py:"}
+LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention": "flash_attention.py:",
+         "gemm_ws_overlap": "gemm.py:"}
 
 
 class _Lookahead(Mutate):
@@ -86,7 +89,10 @@ def equivalent_mutants(low) -> set:
         return offs[b], offs[b] + b.numel() * b.dtype.itemsize
 
     written = [extent(b) for b in _generic_writes(low)]
-    out = set()
+    stmts = sync_statements(low)
+    out = {i for i in range(1, len(stmts)) if stmts[i].value.name == "tl::wgmma_fence_operands"
+           and stmts[i - 1].value.name == "tl::wgmma_wait_group"
+           and dict(stmts[i - 1].value.attrs)["template"] != (0,)}
     for i, bufs in la.fence_reads:
         if bufs and all(all(hi <= lo2 or hi2 <= lo for lo2, hi2 in written) for lo, hi in map(extent, bufs)):
             out.add(i)

@@ -191,10 +191,13 @@ def lower_wgmma(ctx: Ctx, g: Gemm, lay: WgmmaLayout) -> Stmt:
 
 def lower_wgmma_drain(ctx: Ctx, accumulators: tuple) -> Stmt:
     """After a loop that left wgmma groups in flight: wait for them all, then pin the registers
-    of the accumulators (``wgmma_drain``, placed by ``TmaPipeline``)."""
-    out: list[Stmt] = [Evaluate(call("tl::wgmma_wait_group", template=(0,)))]
+    of the accumulators (``wgmma_drain``, placed by ``TmaPipeline`` and ``WarpSpecialize``);
+    nothing when none of them is on wgmma (``mma.sync`` completes in order)."""
+    pins: list[Stmt] = []
     for c in accumulators:
         if isinstance(ctx.layout(c), WgmmaLayout):
-            out.append(Evaluate(call("tl::wgmma_fence_operands", addr(BufferLoad(ctx.reg(c), (E.const(0),))),
-                                     template=(ctx.layout(c).local_size,))))
-    return seq(*out)
+            pins.append(Evaluate(call("tl::wgmma_fence_operands", addr(BufferLoad(ctx.reg(c), (E.const(0),))),
+                                      template=(ctx.layout(c).local_size,))))
+    if not pins:
+        return seq()
+    return seq(Evaluate(call("tl::wgmma_wait_group", template=(0,))), *pins)

@@ -8,10 +8,16 @@ registers (``setmaxnreg`` down to 40) and the consumers take them (up to 232).
 It can take a kernel of tile-level code with a block of 128 or 256 threads whose only pipelined
 loop sits at the top of the kernel body (the other top-level statements, except lets of index
 arithmetic, go to the consumers) and whose producers all pass ``tma_copy_ok``. By default it
-takes those loops where it measured faster: loops of nothing but gemms over tiles up to 64x128 that
-``TmaPipeline`` would not overlap (see :func:`_wanted`); ``tegula.warp_specialize`` forces it on or off for every loop
-it can take. The rest is left to ``TmaPipeline``. ``tl.disable_warp_specialized`` (or
+takes loops of nothing but gemms over tiles up to 64x128, and over tiles of at least 128x256 with
+the overlap below (see :func:`_wanted`); ``tegula.warp_specialize`` forces it on or off for every
+loop it can take. The rest is left to ``TmaPipeline``. ``tl.disable_warp_specialized`` (or
 ``tl.disable_tma_lower``) removes the pass.
+
+With the overlap (``tegula.wgmma_overlap``, by default for accumulators of at least 128x256) the
+consumers keep one k-tile of wgmma in flight: each gemm waits for all but the group it just
+committed (``wait_group 1``), after which k-tile ``k - 1`` has retired and its stage is freed
+(``empty[(k - 1) % S]``, from the second iteration on); the last group is drained after the loop,
+before anything reads the accumulators.
 
 Before/after (S = 2, 256 threads; the kernel gets 384)::
 
@@ -50,8 +56,7 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate
 from tegula.ir.visitor import Mutator, post_order_visit
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, pipeline_parts, restaged_annotations,
                                                          staged_tiles)
-from tegula.backends.cuda.passes.tma_pipeline import (AUTO_OVERLAP_ELEMS, AUTO_OVERLAP_STAGES, barrier_addr,
-                                                      call_stmt, tile_numel, tma_copy_ok)
+from tegula.backends.cuda.passes.tma_pipeline import barrier_addr, call_stmt, tile_numel, tma_copy_ok
 
 # registers per thread after setmaxnreg: the producer's and the consumers'
 # (40 * 128 + 232 * 256 fits the 64K registers of an SM with one block of 384 threads)
@@ -70,27 +75,43 @@ def _pipelined_loops(s: Stmt) -> int:
     return len(n)
 
 
-# Largest accumulator tile the pass takes by default. Measured on an H200 (BENCHMARKS.md): +12% at
-# 64x128 (M = 64); the corpus's 128x128x32 3-stage GEMM with 128 threads ran 1.46x slower split
-# (0.376 ms against 0.257 ms at 4096^3 fp16; fp8 0.197 against 0.156 ms).
+# Largest accumulator tile the pass takes by default without overlap. Measured on an H200
+# (BENCHMARKS.md): +12% at 64x128 (M = 64); the corpus's 128x128x32 3-stage GEMM with 128 threads
+# ran 1.46x slower split (0.376 ms against 0.257 ms at 4096^3 fp16; fp8 0.197 against 0.156 ms).
 WS_AUTO_MAX_ELEMS = 64 * 128
+# Smallest accumulator tile per block the pass takes by default with one k-tile of wgmma kept in
+# flight in the consumers (each releases a stage one iteration late, after ``wait_group 1``).
+WS_OVERLAP_MIN_ELEMS = 128 * 256
 
 
-def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bool]) -> bool:
-    """Whether to split a loop the pass can take. Measured on an H200 (BENCHMARKS.md): faster
-    than TmaPipeline for loops of gemms that it runs without overlap (+12% for the 64-row tiles
-    of M = 64, level with 128x256 tiles at 3 stages against their 4-stage overlap), slower where
-    it overlaps (-5% bf16 8192^3), for 128x128 tiles of 128 threads (-32%) and for attention
-    (-5..-22%: the softmax between the gemms)."""
+def _gemm_loop(consumers: list) -> bool:
+    """A loop body of nothing but gemms (and lets): what the overlap and the default rule take."""
+    return any(isinstance(c, Gemm) for c in consumers) and all(isinstance(c, (Gemm, LetStmt)) for c in consumers)
+
+
+def _max_elems(consumers: list) -> int:
+    return max((tile_numel(g.C.extents) for g in consumers if isinstance(g, Gemm)), default=0)
+
+
+def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bool]) -> tuple[bool, bool]:
+    """(split the loop, keep one k-tile of wgmma in flight in the consumers) for a loop the pass
+    can take. ``overlap`` (``tegula.wgmma_overlap``) forces the second on or off for loops of
+    gemms. By default, measured on an H200 (BENCHMARKS.md): split loops of gemms over tiles up to
+    64x128 without overlap (+12% for the 64-row tiles of M = 64), and over tiles of at least
+    128x256 with it; leave 128x128 tiles of 128 threads (-32% split) and attention (-5..-22%:
+    the softmax between the gemms) to TmaPipeline."""
+    gemm_loop = _gemm_loop(consumers)
+    elems = _max_elems(consumers)
+    ov = gemm_loop and (overlap if overlap is not None else elems >= WS_OVERLAP_MIN_ELEMS)
     if force is not None:
-        return bool(force)
-    gemms = [c for c in consumers if isinstance(c, Gemm)]
-    if not gemms or not all(isinstance(c, (Gemm, LetStmt)) for c in consumers) or overlap:
-        return False
-    elems = max(tile_numel(g.C.extents) for g in gemms)
+        return bool(force), bool(force) and ov
+    if not gemm_loop:
+        return False, False
+    if elems >= WS_OVERLAP_MIN_ELEMS:
+        return ov, ov  # without the overlap, TmaPipeline's own (at 4 stages) measured as fast
     if elems > WS_AUTO_MAX_ELEMS:
-        return False
-    return overlap is False or not (S >= AUTO_OVERLAP_STAGES and elems >= AUTO_OVERLAP_ELEMS)
+        return False, False
+    return True, ov
 
 
 def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Optional[Kernel]:
@@ -107,7 +128,10 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
     if parts is None:
         return None
     S, producers, consumers = parts
-    if not all(tma_copy_ok(p) for p in producers) or not _wanted(S, consumers, force, overlap):
+    if not all(tma_copy_ok(p) for p in producers):
+        return None
+    split, ov = _wanted(S, consumers, force, overlap)
+    if not split:
         return None
     pinned = k.annotations.get("layout_map") or {}
     if any(p.dst.buffer in pinned for p in producers):  # T.annotate_layout: no TMA box for it
@@ -145,9 +169,15 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
     produce = region(lo_p, WARPGROUP,
                      call_stmt("tl::mbarrier_wait", barrier_addr(bars, S + stage), E.binary("bitxor", parity, 1)),
                      *loads, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage)))
+    if ov:  # the gemms wait for all but the last group: the previous stage is free after them
+        work = [dataclasses.replace(c, wg_wait=1) if isinstance(c, Gemm) else c for c in consumers]
+        release = IfThenElse(E.compare("gt", it, 0),
+                             call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + (it + S - 1) % S)))
+    else:
+        work = consumers
+        release = call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))
     consume = region(0, T, call_stmt("tl::mbarrier_wait", barrier_addr(bars, stage), parity),
-                     _Restage(mb, stage).visit(seq(*consumers)),
-                     call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage)))
+                     _Restage(mb, stage).visit(seq(*work)), release)
     new_loop = For(kv, start, n, seq(produce, consume), "serial", 1,
                    {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")},
                    span=loop.span)
@@ -157,6 +187,9 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
         call_stmt("tl::fence_barrier_init"))), call_stmt("sync_threads"))
     out = [*lets, init, region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,))),
            region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *before), new_loop]
+    if ov:  # the last k-tile's wgmma, before the accumulators are read
+        after.insert(0, AttrStmt("wgmma_drain", tuple(g.C.buffer for g in consumers if isinstance(g, Gemm)), seq(),
+                                 span=loop.span))
     if after:
         out.append(region(0, T, *after))
     allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + (bars,)
