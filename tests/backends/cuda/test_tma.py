@@ -53,6 +53,56 @@ def test_copies_tma_cannot_do_keep_cp_async():
     assert "tma_maps" not in k.annotations
 
 
+def _fixed_b_gemm(M, N, K, bm, bn, bk, S):
+    """C = sum over k-tiles of A's k-tile @ B (bk x N, loaded once by the threads): B_s is a
+    generic write that wgmma reads, A_s only TMA's."""
+    import tegula.language as T
+
+    @T.prim_func
+    def g(A: T.Tensor((M, K), "float16"), B: T.Tensor((bk, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_l)
+            T.copy(B[0, bx * bn], B_s, disable_tma=True)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=S):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    return g
+
+
+def test_wgmma_on_tiles_only_tma_writes_needs_no_proxy_fence():
+    """Tiles the copy engine fills and only gemms read are in the async proxy already: no
+    fence.proxy.async before their wgmma (TmaPipeline and WarpSpecialize alike); a tile written
+    by the threads too, or fed by cp.async, keeps it."""
+    f = _gemm(512, 512, 512, 128, 256, 64, 4, 256)
+    for pc in (NO_WS, {}):
+        s = lower(f, Target("cuda", "sm_90a"), pc).script()
+        assert "tl::tma_load" in s and "tl::wgmma_ss" in s and "fence_proxy_async" not in s
+    s = lower(f, Target("cuda", "sm_90a"), {PassConfigKey.TL_DISABLE_TMA_LOWER: True}).script()
+    assert "tl::wgmma_ss" in s and "fence_proxy_async" in s
+    s = lower(_fixed_b_gemm(256, 256, 256, 64, 64, 64, 3), Target("cuda", "sm_90a"), NO_WS).script()
+    assert "tl::tma_load" in s and "tl::wgmma_ss" in s and "fence_proxy_async" in s
+
+
+def test_wgmma_on_a_tile_the_threads_wrote_runs_fenced_on_the_emulator():
+    import numpy as np
+
+    rng = np.random.default_rng()
+    M, N, K, bk = 128, 128, 192, 64
+    k = tegula.compile(_fixed_b_gemm(M, N, K, 64, 64, bk, 2), target="cuda-emu:sm_90a", pass_configs=NO_WS)
+    assert "fence_proxy_async" in k.artifact.source
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((bk, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    k(a, b, c)
+    ref = a.astype(np.float64).reshape(M, K // bk, bk).sum(axis=1) @ b.astype(np.float64)
+    assert np.abs(c - ref).max() < 1e-3 * np.abs(ref).max()
+
+
 @needs_compiler
 @pytest.mark.parametrize("cfg", [(128, 256, 64, 3, 256, "float16"), (64, 128, 32, 4, 128, "bfloat16")])
 def test_tma_gemm_compiles_with_tensor_map_parameters(cfg, tmp_path):

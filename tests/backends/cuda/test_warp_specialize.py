@@ -157,7 +157,8 @@ def test_tile_ops_in_a_region_are_laid_out_for_its_threads():
 def test_set_max_nreg_and_fence_lower_to_their_primitives():
     s = _lowered(_ws_gemm(256, 256, 256, 128, 128, 64, 2, nreg=True, fence=True))
     assert "tl::warpgroup_reg_dealloc(template=(40,)" in s and "tl::warpgroup_reg_alloc(template=(232,)" in s
-    assert s.count("tl::fence_proxy_async") >= 2
+    # the user's fence; the gemm needs none of its own: only TMA writes its tiles
+    assert s.count("tl::fence_proxy_async") == 1
 
 
 @needs_compiler
@@ -328,18 +329,36 @@ def _example(name):
 
 def test_pass_splits_the_example_gemm_into_producer_and_consumers():
     f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 3, 256, dtype="float16")
-    s = _lowered(f, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: True})  # level with TmaPipeline: not by default
+    s = _lowered(f, pass_configs={PassConfigKey.TEGULA_WGMMA_OVERLAP: False,  # the plain split: not by default
+                                  PassConfigKey.TEGULA_WARP_SPECIALIZE: True})
     P, C = "# warp_specialize: (256, 128, 3)", "# warp_specialize: (0, 256, 1)"
     assert "threads=384" in s
-    head, loop = s[:s.index("for k in")], s[s.index("for k in"):]
-    assert "warpgroup_reg_dealloc(template=(40,)" in head[head.index(P):head.index(C)]
-    assert "warpgroup_reg_alloc(template=(232,)" in head[head.index(C):]
-    prod = loop[loop.index(P):loop.index(C)]
-    cons = loop[loop.index(C):loop.index(C, loop.index(C) + 1)]  # up to the epilogue's region
+    # one if / else, each role with its own copy of the loop
+    prod, cons = s[s.index(P):s.index(C)], s[s.index(C):]
+    assert prod.index("warpgroup_reg_dealloc(template=(40,)") < prod.index("for k in")
+    assert cons.index("warpgroup_reg_alloc(template=(232,)") < cons.index("for k in")
     assert "tl::tma_load" in prod and "wgmma" not in prod and "mbarrier_wait" in prod
     assert "tl::tma_load" not in cons and "wgmma_ss" in cons and "mbarrier_arrive" in cons
-    assert "sync_threads" not in loop and "named_barrier" not in loop  # the rings hand the stages over
+    assert "wgmma_wait_group(template=(1,)" not in cons
+    for loop in (prod[prod.index("for k in"):], cons[cons.index("for k in"):cons.index("T.tl::copy_vec")]):
+        assert "sync_threads" not in loop and "named_barrier" not in loop  # the rings hand the stages over
     assert "WgmmaLayout(128, 256, 2)" in s  # the consumers keep the block's layouts
+
+
+@needs_compiler
+def test_split_gemm_keeps_setmaxnreg_and_wgmma_in_flight_through_ptxas():
+    """With each role's loop in its own branch of one if / else, ptxas applies setmaxnreg and
+    keeps the consumers' wgmma asynchronous (it ignores or serializes them otherwise, C7507 /
+    C7518)."""
+    from tegula.backends.cuda.compiler import compile_cuda
+
+    for cfg in ((128, 256, 64, 4, 256), (64, 128, 64, 4, 128)):  # with the overlap, without
+        f = _example("gemm").matmul.get_tir(1024, 1024, 1024, *cfg, dtype="float16")
+        src = tegula.compile(f, out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
+        assert "tl::warpgroup_reg_alloc<232>" in src
+        log = compile_cuda(src, "sm_90a", options=["--ptxas-options=-v"]).log
+        assert "Used " in log and "C7507" not in log and "C7518" not in log, log
+        assert " 0 bytes spill stores" in log, log
 
 
 def test_pass_takes_by_default_only_the_loops_it_measured_faster_on():
@@ -373,13 +392,12 @@ def test_consumers_keep_one_k_tile_of_wgmma_in_flight_and_free_the_previous_stag
     consumers free; after the loop the last group is drained before the epilogue reads C."""
     f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256)
     s = _lowered(f)
-    C = "# warp_specialize: (0, 256, 1)"
-    loop = s[s.index("for k in"):]
-    cons = loop[loop.index(C):loop.index(C, loop.index(C) + 1)]
-    assert cons.index("wgmma_wait_group(template=(1,)") < cons.index("if k > 0:") < cons.index("mbarrier_arrive")
-    assert "k_bars[(k + 3) % 4 + 4]" in cons.replace("T.address_of(", "")  # the previous stage's empty barrier
-    epi = loop[loop.index(C, loop.index(C) + 1):]
-    assert epi.index("wgmma_wait_group(template=(0,)") < epi.index("T.tl::copy_vec")
+    cons = s[s.index("# warp_specialize: (0, 256, 1)"):]
+    loop, epi = cons[cons.index("for k in"):cons.index("T.tl::copy_vec")], cons[cons.index("T.tl::copy_vec") - 400:]
+    assert loop.index("wgmma_wait_group(template=(1,)") < loop.index("if k > 0:") < loop.index("mbarrier_arrive")
+    assert "k_bars[(k + 3) % 4 + 4]" in loop.replace("T.address_of(", "")  # the previous stage's empty barrier
+    drain = loop.rindex("wgmma_wait_group(template=(0,)")
+    assert drain > loop.index("if k > 0:") and "fence_proxy_async" not in loop  # TMA-only tiles: no fence
 
 
 @pytest.mark.parametrize("cfg, M, N, K", [((128, 256, 64, 3, 256), 256, 512, 448),
@@ -412,10 +430,9 @@ def test_pass_forced_takes_attention_with_its_prologue_in_the_consumers():
     f = _example("flash_attention").flash_attention(1, 2, 512, 128, True, 1, 128, 128, 2, 256)
     s = _lowered(f, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: True})
     assert "threads=384" in s
-    loop = s[s.index("for kb in"):]
-    cons = loop[loop.index("# warp_specialize: (0, 256, 1)"):]
+    cons = s[s.index("# warp_specialize: (0, 256, 1)"):]
     assert "tl::wgmma_rs" in cons and cons.count("tl::tma_load") == 0
-    assert "T.tl::copy_vec" in s[:s.index("for kb in")]  # the Q tile, loaded by the consumers first
+    assert "T.tl::copy_vec" in cons[:cons.index("for kb in")]  # the Q tile, loaded by the consumers first
 
 
 def test_pass_leaves_kernels_it_cannot_take():

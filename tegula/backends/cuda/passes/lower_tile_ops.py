@@ -36,7 +36,7 @@ from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, 
 from tegula.backends.cuda.passes.lower_parallel import lower_parallel
 from tegula.backends.cuda.passes.lowering_context import (Ctx, block_expr, per_thread, require_rows,
                                                           varies)
-from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain
+from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain, tma_only_tiles
 from tegula.layout.wgmma import WgmmaShared
 
 
@@ -56,6 +56,8 @@ def lower_kernel(k: Kernel, arch: str = "sm_80") -> Kernel:
     plan = infer_layouts(k)
     tid = k.thread_var if k.thread_var is not None else E.Var("tx")  # T.get_thread_binding's
     ctx = Ctx(plan, tid, k.num_threads, hopper=arch.startswith("sm_9"))
+    if ctx.hopper:
+        ctx.tma_only = tma_only_tiles(k.body)
     # thread-level code: values derived from the thread index vary per thread, and an element
     # store or atomic that depends on one (or sits under control flow that does) is made by
     # every thread instead of by thread 0 alone

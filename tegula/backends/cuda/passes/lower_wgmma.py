@@ -33,7 +33,8 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import BufferLoad
-from tegula.ir.stmt import BufferStore, Evaluate, Gemm, Stmt, seq
+from tegula.ir.stmt import BufferStore, Copy, Evaluate, Gemm, Stmt, seq
+from tegula.ir.visitor import Visitor
 from tegula.layout.wgmma import SWIZZLE_MODE, WgmmaLayout, WgmmaShared
 from tegula.backends.cuda.passes.lowering_context import Ctx, addr, call, region_index, sync, whole
 
@@ -108,6 +109,40 @@ def wgmma_shared_layouts(gemms: Any) -> dict:
     return out
 
 
+def tma_only_tiles(body: Stmt) -> frozenset:
+    """The shared tiles of ``body`` that only copies marked for TMA write and nothing but gemms
+    reads: wgmma reads them in the async proxy that wrote them, with the mbarrier ordering the
+    two, so no ``fence.proxy.async`` is needed before it (the PTX ISA asks for one only after
+    generic-proxy writes)."""
+    tma: set = set()
+    other: set = set()
+
+    class V(Visitor):
+        def visit_Copy(v, c: Copy) -> None:
+            if "tma_bar" in c.annotations and c.dst.buffer.is_shared:
+                tma.add(c.dst.buffer)
+                v.visit(c.src)
+                v._walk(c.dst.ranges)
+                v._walk(c.annotations)
+                return
+            v.generic_visit(c)
+
+        def visit_Gemm(v, g: Gemm) -> None:
+            for r in (g.A, g.B):
+                if r.buffer.is_shared:
+                    v._walk(r.ranges)
+                else:
+                    v.visit(r)
+            v.visit(g.C)
+
+        def visit_Buffer(v, b: Buffer) -> None:
+            other.add(b)
+            Visitor.visit_Buffer(v, b)
+
+    V().visit(body)
+    return frozenset(tma - other)
+
+
 def _desc(ctx: Ctx, r: BufferRegion, tile_idx: tuple, mn_major: bool) -> E.Expr:
     """The matrix descriptor of the operand tile starting at ``tile_idx`` of region ``r``."""
     flat, lay = ctx.shared(r.buffer)
@@ -154,7 +189,8 @@ def lower_wgmma(ctx: Ctx, g: Gemm, lay: WgmmaLayout) -> Stmt:
                     k = kk * 16 + 2 * q + e % 2 + 8 * (e // 4)
                     pre.append(BufferStore(gathered, (E.const((mi * (K // 16) + kk) * 8 + e),),
                                            ctx.load(a_buf, region_index(g.A, (m, k)), staged=True)))
-    if not a_regs or b_buf.is_shared:
+    shared_ops = [r.buffer for r in (g.A, g.B) if r.buffer.is_shared]
+    if not all(b in ctx.tma_only for b in shared_ops) or a_regs:  # generic writes -> async proxy
         body.append(Evaluate(call("tl::fence_proxy_async")))
     if g.clear_accum:
         body.append(ctx.unroll("k", lay.local_size,

@@ -52,6 +52,7 @@ class Ctx:
     smem_private: list = field(default_factory=list)  # shared scratch one tile op writes, then reads
     counter: int = 0
     hopper: bool = False                              # the arch has TMA, mbarrier tx counts, wgmma
+    tma_only: frozenset = frozenset()                 # shared tiles only TMA writes and only gemms read
 
     def unroll(self, base: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:
         """``for v in unroll(extent): body_fn(v)`` with ``v``'s range known to bound analysis."""

@@ -22,25 +22,28 @@ before anything reads the accumulators.
 Before/after (S = 2, 256 threads; the kernel gets 384)::
 
     T.clear(C)                              bars = T.alloc_barrier([128, 128, 256, 256])  # full, empty
-    for k in T.Pipelined(n, num_stages=2):  with T.ws(2):
-        T.copy(A[.., k * 64], A_s)              T.set_max_nreg(40, 0)               # producer
-        T.gemm(A_s, B_s, C)                 with T.ws(0, 1):
-    T.copy(C, D[..])                            T.set_max_nreg(232, 1)              # consumers
-                                                T.clear(C)
-                                            for k in T.serial(n):
-                                                with T.ws(2):
-                                                    T.mbarrier_wait_parity(bars[2 + k % 2], (k // 2) % 2 ^ 1)
-                                                    T.tma_copy(A[.., k * 64], A_s[k % 2], barrier=bars[k % 2])
-                                                    T.mbarrier_arrive(bars[k % 2])
-                                                with T.ws(0, 1):
-                                                    T.mbarrier_wait_parity(bars[k % 2], (k // 2) % 2)
-                                                    T.gemm(A_s[k % 2], B_s, C)
-                                                    T.mbarrier_arrive(bars[2 + k % 2])
-                                            with T.ws(0, 1):
-                                                T.copy(C, D[..])
+    for k in T.Pipelined(n, num_stages=2):  if tx >= 256:
+        T.copy(A[.., k * 64], A_s)              with T.ws(2):                           # producer
+        T.gemm(A_s, B_s, C)                         T.set_max_nreg(40, 0)
+    T.copy(C, D[..])                                for k in T.serial(n):
+                                                        T.mbarrier_wait_parity(bars[2 + k % 2], (k // 2) % 2 ^ 1)
+                                                        T.tma_copy(A[.., k * 64], A_s[k % 2], barrier=bars[k % 2])
+                                                        T.mbarrier_arrive(bars[k % 2])
+                                            else:
+                                                with T.ws(0, 1):                        # consumers
+                                                    T.set_max_nreg(232, 1)
+                                                    T.clear(C)
+                                                    for k in T.serial(n):
+                                                        T.mbarrier_wait_parity(bars[k % 2], (k // 2) % 2)
+                                                        T.gemm(A_s[k % 2], B_s, C)
+                                                        T.mbarrier_arrive(bars[2 + k % 2])
+                                                    T.copy(C, D[..])
 
-The regions sit inside the loop, as the corpus's warp-specialized kernels write them: warps of
-one region never wait for the other's branch, so the producer runs ahead by up to ``S`` stages.
+Each role runs its own copy of the loop in one branch of an if / else: warps of one role never
+wait for the other's, so the producer runs ahead by up to ``S`` stages; ptxas applies
+``setmaxnreg`` only to code wholly inside one role (it ignores it, C7507, when the roles share a
+loop) and keeps wgmma groups in flight across the consumers' back edge only in
+warpgroup-uniform code (it serializes them, C7518, across divergent branches).
 """
 from __future__ import annotations
 
@@ -166,32 +169,39 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
 
     # each iteration: the producer waits for its stage to be free, loads it and arrives on its
     # full barrier; the consumers wait for it, compute, and free it
-    produce = region(lo_p, WARPGROUP,
-                     call_stmt("tl::mbarrier_wait", barrier_addr(bars, S + stage), E.binary("bitxor", parity, 1)),
-                     *loads, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage)))
+    produce = [call_stmt("tl::mbarrier_wait", barrier_addr(bars, S + stage), E.binary("bitxor", parity, 1)),
+               *loads, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage))]
     if ov:  # the gemms wait for all but the last group: the previous stage is free after them
         work = [dataclasses.replace(c, wg_wait=1) if isinstance(c, Gemm) else c for c in consumers]
-        release = IfThenElse(E.compare("gt", it, 0),
-                             call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + (it + S - 1) % S)))
+        release: Stmt = IfThenElse(E.compare("gt", it, 0),
+                                   call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + (it + S - 1) % S)))
     else:
         work = consumers
         release = call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))
-    consume = region(0, T, call_stmt("tl::mbarrier_wait", barrier_addr(bars, stage), parity),
-                     _Restage(mb, stage).visit(seq(*work)), release)
-    new_loop = For(kv, start, n, seq(produce, consume), "serial", 1,
-                   {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")},
-                   span=loop.span)
+    consume = [call_stmt("tl::mbarrier_wait", barrier_addr(bars, stage), parity),
+               _Restage(mb, stage).visit(seq(*work)), release]
+    ann = {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
+
+    def role_loop(body: list) -> For:
+        return For(kv, start, n, seq(*body), "serial", 1, ann, span=loop.span)
+
     init = seq(IfThenElse(E.compare("eq", tx, 0), seq(
         *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(s)), WARPGROUP) for s in range(S)],
         *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(S + s)), T) for s in range(S)],
         call_stmt("tl::fence_barrier_init"))), call_stmt("sync_threads"))
-    out = [*lets, init, region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,))),
-           region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *before), new_loop]
     if ov:  # the last k-tile's wgmma, before the accumulators are read
         after.insert(0, AttrStmt("wgmma_drain", tuple(g.C.buffer for g in consumers if isinstance(g, Gemm)), seq(),
                                  span=loop.span))
-    if after:
-        out.append(region(0, T, *after))
+    # each role runs its own copy of the loop: a wgmma group in flight across the consumers' back
+    # edge stays in warpgroup-uniform code (ptxas serializes wgmma in flight across divergent
+    # branches), and setmaxnreg applies to the whole of each role
+    # (one if / else: the emulator runs its sides as tasks that take turns at their waits)
+    out = [*lets, init, IfThenElse(
+        E.compare("ge", tx, lo_p),
+        region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,)),
+               role_loop(produce)),
+        region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *before,
+               role_loop(consume), *after), span=loop.span)]
     allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + (bars,)
     return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
                                thread_var=tx,
