@@ -329,7 +329,9 @@ def test_fp8_gemm_compiles_to_wgmma_k32(cfg, tmp_path):
     with config.override(cache_dir=str(tmp_path)):
         k = tegula.compile(_fp8_gemm(512, 512, 512, bm, bn, bk, st, th, da, db), out_idx=[-1], target="cuda:sm_90a")
         src = k.get_kernel_source()
-        assert "tl::wgmma_ss_fp8<" in src and src.count("tl::wgmma_ss_fp8<") == bk // 32 * (bm // 64 // (th // 128))
+        # a warp-specialized loop with wgmma in flight runs its last k-tile after the loop: two copies
+        copies = 2 if "warpgroup_reg_alloc" in src and "wgmma_wait_group<1>" in src else 1
+        assert src.count("tl::wgmma_ss_fp8<") == copies * bk // 32 * (bm // 64 // (th // 128))
         assert k.artifact.cubin
 
 

@@ -6,9 +6,11 @@ naming a buffer or a barrier and a line of the kernel (a wrong result alone does
 The only mutants allowed to pass are equivalent ones, found from the IR itself: a
 ``fence.proxy.async`` before a wgmma whose shared operands no generic store ever writes (only the
 copy engine fills them, and the mbarrier orders that), which the PTX ISA does not require; those
-must still compute the right result. Also equivalent: a ``wgmma_fence_operands`` right after a
-``wait_group`` that leaves the group writing those registers in flight (a loop keeping one k-tile
-of wgmma in flight, whose drain after the loop pins them again before any read).
+must still compute the right result. Also equivalent, in a loop keeping one k-tile of wgmma in
+flight: a ``wgmma_fence_operands`` right after a ``wait_group`` that leaves the group writing
+those registers in flight (the last k-tile's ``wait_group 0`` pins them again before any read),
+and the ``wgmma.fence`` of that last k-tile after the loop (since the loop's groups nothing but
+wgmma touched the accumulators, and the PTX ISA orders chained accumulation implicitly).
 """
 from __future__ import annotations
 
@@ -90,9 +92,13 @@ def equivalent_mutants(low) -> set:
 
     written = [extent(b) for b in _generic_writes(low)]
     stmts = sync_statements(low)
+    def in_flight(i):  # the last wait_group before statement i leaves a group in flight
+        waits = [j for j in range(i) if stmts[j].value.name == "tl::wgmma_wait_group"]
+        return bool(waits) and dict(stmts[waits[-1]].value.attrs)["template"] != (0,)
+
     out = {i for i in range(1, len(stmts)) if stmts[i].value.name == "tl::wgmma_fence_operands"
-           and stmts[i - 1].value.name == "tl::wgmma_wait_group"
-           and dict(stmts[i - 1].value.attrs)["template"] != (0,)}
+           and stmts[i - 1].value.name == "tl::wgmma_wait_group" and in_flight(i)}
+    out |= {i for i in range(len(stmts)) if stmts[i].value.name == "tl::wgmma_fence" and in_flight(i)}
     for i, bufs in la.fence_reads:
         if bufs and all(all(hi <= lo2 or hi2 <= lo for lo2, hi2 in written) for lo, hi in map(extent, bufs)):
             out.add(i)

@@ -16,8 +16,8 @@ loop it can take. The rest is left to ``TmaPipeline``. ``tl.disable_warp_special
 With the overlap (``tegula.wgmma_overlap``, by default for accumulators of at least 128x256) the
 consumers keep one k-tile of wgmma in flight: each gemm waits for all but the group it just
 committed (``wait_group 1``), after which k-tile ``k - 1`` has retired and its stage is freed
-(``empty[(k - 1) % S]``, from the second iteration on); the last group is drained after the loop,
-before anything reads the accumulators.
+(``empty[(k - 1) % S]``, from the second iteration on); the last k-tile runs after the loop with
+``wait_group 0``, before anything reads the accumulators.
 
 Before/after (S = 2, 256 threads; the kernel gets 384)::
 
@@ -56,7 +56,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
-from tegula.ir.visitor import Mutator, post_order_visit
+from tegula.ir.visitor import Mutator, post_order_visit, substitute
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, pipeline_parts, restaged_annotations,
                                                          staged_tiles)
 from tegula.backends.cuda.passes.tma_pipeline import barrier_addr, call_stmt, tile_numel, tma_copy_ok
@@ -171,27 +171,38 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
     # full barrier; the consumers wait for it, compute, and free it
     produce = [call_stmt("tl::mbarrier_wait", barrier_addr(bars, S + stage), E.binary("bitxor", parity, 1)),
                *loads, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage))]
-    if ov:  # the gemms wait for all but the last group: the previous stage is free after them
-        work = [dataclasses.replace(c, wg_wait=1) if isinstance(c, Gemm) else c for c in consumers]
-        release: Stmt = IfThenElse(E.compare("gt", it, 0),
-                                   call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + (it + S - 1) % S)))
-    else:
-        work = consumers
-        release = call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))
-    consume = [call_stmt("tl::mbarrier_wait", barrier_addr(bars, stage), parity),
-               _Restage(mb, stage).visit(seq(*work)), release]
     ann = {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
 
-    def role_loop(body: list) -> For:
-        return For(kv, start, n, seq(*body), "serial", 1, ann, span=loop.span)
+    def role_loop(body: list, extent: E.Expr = n) -> For:
+        return For(kv, start, extent, seq(*body), "serial", 1, ann, span=loop.span)
+
+    def consume(wg_wait: int, release: Stmt) -> list:
+        work = [dataclasses.replace(c, wg_wait=wg_wait) if isinstance(c, Gemm) else c for c in consumers]
+        return [call_stmt("tl::mbarrier_wait", barrier_addr(bars, stage), parity),
+                _Restage(mb, stage).visit(seq(*work)), release]
+
+    if ov:
+        # the gemms wait for all but the group just committed: k-tile k - 1 has retired and its
+        # stage is free. The last k-tile runs after the loop and waits for everything, so the
+        # accumulators are complete in straight-line code before the epilogue reads them (ptxas
+        # scheduled the reads of a drain after the loop ahead of its wait_group 0)
+        free_prev = IfThenElse(E.compare("gt", it, 0),
+                               call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + (it + S - 1) % S)))
+        # (it frees no stage: the producer has issued its last load already)
+        last = substitute(seq(*consume(0, seq())), {kv: start + n - 1})
+        nonempty = E.compare("gt", n, 0)
+        if isinstance(nonempty, E.Const):
+            last = last if nonempty.value else seq()
+        else:
+            last = IfThenElse(nonempty, last)
+        compute = [role_loop(consume(1, free_prev), n - 1), last]
+    else:
+        compute = [role_loop(consume(0, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))))]
 
     init = seq(IfThenElse(E.compare("eq", tx, 0), seq(
         *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(s)), WARPGROUP) for s in range(S)],
         *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(S + s)), T) for s in range(S)],
         call_stmt("tl::fence_barrier_init"))), call_stmt("sync_threads"))
-    if ov:  # the last k-tile's wgmma, before the accumulators are read
-        after.insert(0, AttrStmt("wgmma_drain", tuple(g.C.buffer for g in consumers if isinstance(g, Gemm)), seq(),
-                                 span=loop.span))
     # each role runs its own copy of the loop: a wgmma group in flight across the consumers' back
     # edge stays in warpgroup-uniform code (ptxas serializes wgmma in flight across divergent
     # branches), and setmaxnreg applies to the whole of each role
@@ -201,7 +212,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
         region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,)),
                role_loop(produce)),
         region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *before,
-               role_loop(consume), *after), span=loop.span)]
+               *compute, *after), span=loop.span)]
     allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + (bars,)
     return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
                                thread_var=tx,
