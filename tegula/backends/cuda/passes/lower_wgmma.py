@@ -14,7 +14,8 @@ instruction, B (and A, unless A is a fragment) a whole shared tile. The accumula
 
 Per gemm, in every thread of the block (each warpgroup computes its own rows)::
 
-    T.gemm(A_s, B_s, C)        tl::fence_proxy_async();     // cp.async / stores -> async proxy
+    T.gemm(A_s, B_s, C)        tl::fence_proxy_async();     // cp.async / stores -> async proxy (none
+                                                             // for tiles only TMA writes)
                                tl::wgmma_fence();
                                tl::wgmma_ss<N, half_t, tA, tB>(&C[0], desc(A_s, kk=0), desc(B_s, 0));
                                ...                           // MI x N-chunks x K/16 instructions
