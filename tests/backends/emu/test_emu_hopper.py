@@ -372,6 +372,7 @@ def test_a_write_after_a_read_by_many_threads_needs_all_of_them_ordered(rng):
     _lines(str(e.value), "data race (write after read) on shared buffer 'ring' element 0: thread 128 writes it "
            "after thread 0 read it", "# bcast: overwrite", "# bcast: read")
 
+
 def _ws_overlap_gemm():
     """The example GEMM split by WarpSpecialize with one k-tile of wgmma in flight per consumer."""
     from emu_util import ex
