@@ -457,6 +457,49 @@ def test_pass_output_runs_on_the_hopper_emulator(rng):
     _check(k(a, b), a, b)
 
 
+def _smem_epilogue_gemm(M, N, K, bm, bn, bk, S, threads):
+    """The example GEMM with its epilogue through a shared tile (fragment -> shared -> global)."""
+
+    @T.prim_func
+    def g(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_s = T.alloc_shared((bm, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=S):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C_s)
+            T.copy(C_s, C[by * bm, bx * bn])
+
+    return g
+
+
+def test_split_kernels_keep_the_barriers_inside_each_role(rng):
+    """Inside one role the threads still hand shared tiles to each other (the consumers' epilogue
+    through shared memory, attention's Q tile loaded before the loop): a named barrier orders
+    them, and the emulator finds no race."""
+    M, N, K = 128, 256, 192
+    f = _smem_epilogue_gemm(M, N, K, 128, 256, 64, 3, 256)
+    s = _lowered(f)
+    assert "# warp_specialize" in s and "tl::named_barrier_sync(1, 256" in s
+    k = tegula.compile(f, target="cuda-emu:sm_90a")
+    a, b = _inputs(rng, M, N, K)
+    c = np.full((M, N), np.nan, np.float16)
+    k(a, b, c)
+    _check(c, a, b)
+    fa = _example("flash_attention")
+    q, kk, v = (rng.standard_normal((1, 1, 256, 64)).astype(np.float16) for _ in range(3))
+    for causal in (False, True):
+        k = tegula.compile(fa.flash_attention(1, 1, 256, 64, causal, 1, 128, 128, 2, 256), out_idx=[-1],
+                           target="cuda-emu:sm_90a", pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: True})
+        assert "warpgroup_reg_alloc" in k.artifact.source
+        np.testing.assert_allclose(k(q, kk, v).astype(np.float64), fa.reference(q, kk, v, causal), atol=2e-2)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("ws", [True, False])
 @pytest.mark.parametrize("case", ["gemm-fp16", "gemm-bf16-skinny", "attn-d128-causal", "attn-d64"])

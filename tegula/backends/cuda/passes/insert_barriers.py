@@ -41,6 +41,13 @@ def _is_sync(s: Stmt, name: str = "sync_threads") -> bool:
     return isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name == name
 
 
+def _region_pair(s: IfThenElse) -> bool:
+    """Both sides of the branch are one warp-specialized region each (a producer and its consumers)."""
+    sides = [_stmts(b) for b in (s.then, s.else_) if b is not None]
+    return len(sides) == 2 and all(len(b) == 1 and isinstance(b[0], AttrStmt) and b[0].key == WARP_SPECIALIZE
+                                   for b in sides)
+
+
 def barrier() -> Stmt:
     return Evaluate(Builtin("sync_threads", (), dt.bool_))
 
@@ -177,6 +184,11 @@ class _Inserter:
             st.region_writes |= before.region_writes
             return out + [For(s.var, s.start, s.extent, seq(*body), s.kind, s.step, dict(s.annotations),
                               span=s.span)]
+        if isinstance(s, IfThenElse) and _region_pair(s):  # WarpSpecialize's roles, one per side
+            sides = [self._region(_stmts(b)[0], st) for b in (s.then, s.else_)]
+            pre = [x for side in sides for x in side if self.is_sync(x)][:1]  # block barrier: before the if
+            then, els = ([x for x in side if not self.is_sync(x)] for side in sides)
+            return [*pre, IfThenElse(s.cond, seq(*then), seq(*els), span=s.span)]
         if isinstance(s, IfThenElse) and self.uniform(s.cond):
             st_else = st.copy()
             then = self.block(_stmts(s.then), st)
