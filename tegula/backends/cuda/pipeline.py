@@ -36,7 +36,8 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
              unless=PassConfigKey.TL_DISABLE_WARP_SPECIALIZED, archs=("sm_90a",),
              config_options=(("tma_off", PassConfigKey.TL_DISABLE_TMA_LOWER),
                              ("force", PassConfigKey.TEGULA_WARP_SPECIALIZE),
-                             ("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP))),
+                             ("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP),
+                             ("min_blocks", PassConfigKey.TEGULA_MIN_BLOCKS_PER_SM))),
     # the loops it takes are no longer T.Pipelined, so PipelineCopies leaves them
     PassSpec("TmaPipeline", tma_pipeline,
              "T.Pipelined loops whose copies the copy engine can do: TMA into stages, on mbarriers",

@@ -431,6 +431,31 @@ def test_pass_is_off_with_its_pass_config_with_tma_off_and_on_sm80():
     assert "WarpSpecialize" not in pipeline_for("cuda:sm_90a", NO_WS).names()
 
 
+def test_pass_leaves_kernels_asked_for_two_blocks_per_sm():
+    """Its register budgets (setmaxnreg 40 / 232) fit one block per SM only."""
+    f = _example("gemm").matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256)
+    assert "# warp_specialize" in _lowered(f)
+    assert "# warp_specialize" not in _lowered(f, pass_configs={PassConfigKey.TEGULA_MIN_BLOCKS_PER_SM: 2})
+    assert "# warp_specialize" in _lowered(f, pass_configs={PassConfigKey.TEGULA_MIN_BLOCKS_PER_SM: 1})
+
+    @T.prim_func
+    def two(A: T.Tensor((1024, 1024), "float16"), B: T.Tensor((1024, 1024), "float16"),
+            C: T.Tensor((1024, 1024), "float16")):
+        with T.Kernel(4, 8, threads=256) as (bx, by):
+            T.annotate_min_blocks_per_sm(2)
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 256), "float16")
+            C_l = T.alloc_fragment((128, 256), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(16, num_stages=3):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 256], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 256])
+
+    assert "# warp_specialize" not in _lowered(two)
+
+
 def test_pass_forced_takes_attention_with_its_prologue_in_the_consumers():
     f = _example("flash_attention").flash_attention(1, 2, 512, 128, True, 1, 128, 128, 2, 256)
     s = _lowered(f, pass_configs={PassConfigKey.TEGULA_WARP_SPECIALIZE: True})

@@ -117,9 +117,13 @@ def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bo
     return True, ov
 
 
-def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Optional[Kernel]:
+def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
+        return None
+    # the register budgets assume one block per SM: with two or more, the consumers' setmaxnreg
+    # could never be granted
+    if int(k.annotations.get("min_blocks_per_sm") or min_blocks or 0) > 1:
         return None
     body = list(k.body.stmts) if isinstance(k.body, SeqStmt) else [k.body]
     loops = [i for i, s in enumerate(body) if isinstance(s, For) and s.kind == "pipelined"]
@@ -221,17 +225,19 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool]) -> Op
 
 
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
-                    overlap: Optional[bool] = None) -> PrimFunc:
+                    overlap: Optional[bool] = None, min_blocks: Optional[int] = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
     consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
     ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
-    measured rule of :func:`_wanted`; ``overlap``: ``tegula.wgmma_overlap``)."""
+    measured rule of :func:`_wanted`; ``overlap``: ``tegula.wgmma_overlap``; ``min_blocks``:
+    ``tegula.min_blocks_per_sm``, above 1 the pass leaves the kernel, as it does a kernel
+    annotated with ``T.annotate_min_blocks_per_sm``)."""
     if tma_off:
         return func
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap)
+            got = _specialize(k, force, overlap, int(min_blocks or 0))
             return k if got is None else got
 
     return M().visit(func)
