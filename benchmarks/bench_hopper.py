@@ -40,6 +40,10 @@ OVERLAP = {PassConfigKey.TEGULA_WGMMA_OVERLAP: True}
 NO_WS = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
 # producer and consumer warpgroups with the consumers waiting for each k-tile's wgmma (TileLang's form)
 WS_PLAIN = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_WGMMA_OVERLAP: False}
+# attention as before the softmax overlap and OrderBlocks (the second gemm waited for in each
+# iteration, query blocks in index order), and with the overlap but blocks in order
+BEFORE_OVERLAP = {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False, PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
+NO_BLOCK_ORDER = {PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
 
 
 def tilelang_example(name: str):
@@ -173,17 +177,23 @@ def attention_section(args):
             configs = [(128, 128, 2, 256), (128, 64, 2, 128), (128, 128, 2, 128), (128, 128, 3, 256)]
             if args.configs:
                 configs = configs[:1] + configs[2:][:args.configs - 1]
+            if args.attn_configs:
+                configs = [tuple(int(x) for x in c.split("x")) for c in args.attn_configs.split(",")]
             for label, build in (
                 ("wgmma", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1], target="cuda")),
                 ("no_ws", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                    target="cuda", pass_configs=NO_WS)),
+                ("before_overlap", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
+                                                            out_idx=[-1], target="cuda", pass_configs=BEFORE_OVERLAP)),
+                ("no_block_order", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
+                                                            out_idx=[-1], target="cuda", pass_configs=NO_BLOCK_ORDER)),
                 ("wgmma_cpasync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                            target="cuda", pass_configs=NO_TMA)),
                 ("mma_sync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                       target="cuda", pass_configs=MMA_SYNC)),
                 ("tilelang", lambda c: tl_ex.flash_attention(batch, heads, seq, dim, causal, 1, *c)),
             ):
-                if label in args.skip:
+                if label in args.skip or (label == "no_block_order" and not causal):
                     continue
                 if label == "tilelang":
                     if tl_ex is None:
@@ -205,7 +215,7 @@ def attention_section(args):
                     o = kern(q, k_, v)
                     err = rel_err(o, ref)
                     t = bench(lambda: kern(q, k_, v))
-                    print(f"  {label:9s} attn d{dim} causal={causal} {c}: {flops / t / 1e9:7.1f} TFLOP/s err {err:.2e}")
+                    print(f"  {label:18s} attn d{dim} causal={causal} {c}: {flops / t / 1e9:7.1f} TFLOP/s err {err:.2e}")
                     if err < 1e-2 and (best is None or t < best[0]):
                         best = (t, c)
                 if best:
@@ -215,7 +225,8 @@ def attention_section(args):
             print(row)
     table("Flash attention forward (TFLOP/s)", rows, ["shape", "dim", "causal", "cudnn_tflops", "flash_tflops",
                                                       "tilelang_tflops", "mma_sync_tflops", "wgmma_cpasync_tflops",
-                                                      "no_ws_tflops", "wgmma_tflops", "wgmma_config"])
+                                                      "no_ws_tflops", "before_overlap_tflops", "no_block_order_tflops", "wgmma_tflops",
+                                                      "wgmma_config"])
     return rows
 
 
@@ -288,6 +299,7 @@ def main() -> None:
     p.add_argument("--skip", default="", help="labels left out, e.g. mma_sync,wgmma_cpasync")
     p.add_argument("--configs", type=int, default=0, help="try only the first N configurations")
     p.add_argument("--attn-seq", default="4096", help="attention sequence lengths (16384: batch 1)")
+    p.add_argument("--attn-configs", default="", help="attention configurations, e.g. 128x128x2x256,128x128x3x256")
     args = p.parse_args()
     args.skip = set(filter(None, args.skip.split(",")))
     args.attn_seq = [int(x) for x in args.attn_seq.split(",")]

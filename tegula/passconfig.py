@@ -112,6 +112,13 @@ class PassConfigKey(str, enum.Enum):
     # True / False force it on / off, unset: for loops of gemms over tiles up to 64 x 128 or of at
     # least 128 x 256 (those with the wgmma overlap)
     TEGULA_WARP_SPECIALIZE = "tegula.warp_specialize"
+    # sm_90a: an attention-shaped TMA-pipelined loop (gemm, softmax, gemm from registers) runs the
+    # second gemm of a block beside the next block's softmax (TmaPipeline); True / False force it
+    # on / off, unset: where the fragments live across the overlap fit 160 registers per thread and
+    # shared memory already limits the SM to one block
+    TEGULA_SOFTMAX_OVERLAP = "tegula.softmax_overlap"
+    # sm_90a: keep blockIdx.x in order where the pipelined loop grows with it (OrderBlocks off)
+    TEGULA_DISABLE_BLOCK_ORDER = "tegula.disable_block_order"
     # blocks per SM the CUDA compiler must leave room for (the second __launch_bounds__ value):
     # caps registers per thread at 65536 / (threads * value)
     TEGULA_MIN_BLOCKS_PER_SM = "tegula.min_blocks_per_sm"
@@ -146,6 +153,8 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TL_DISABLE_TMA_LOWER: "CUDA sm_90a: no TMA loads (TmaPipeline and WarpSpecialize off; cp.async)",
     K.TL_DISABLE_WARP_SPECIALIZED: "CUDA sm_90a: skip the WarpSpecialize pass",
     K.TEGULA_WARP_SPECIALIZE: "CUDA sm_90a: WarpSpecialize on (True) or off (False) for every loop it can take",
+    K.TEGULA_DISABLE_BLOCK_ORDER: "CUDA sm_90a: skip OrderBlocks (longest blocks first)",
+    K.TEGULA_SOFTMAX_OVERLAP: "CUDA sm_90a: TmaPipeline runs attention's second gemm beside the next softmax (True / False)",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",
     K.TL_ASCEND_AUTO_SYNC: "Ascend: insert the flags between pipes automatically",

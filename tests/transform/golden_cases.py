@@ -113,6 +113,23 @@ def phases():
     return main
 
 
+def triangle():
+    """Block bx sums the first bx + 1 rows of tiles: longer loops at larger bx (causal-like)."""
+    @T.prim_func
+    def main(X: T.Tensor((256, 32), "float32"), Y: T.Tensor((256, 32), "float32")):
+        with T.Kernel(4, threads=128) as bx:
+            t = T.alloc_shared((64, 32), "float32")
+            acc = T.alloc_fragment((64, 32), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(bx + 1, num_stages=2):
+                T.copy(X[k * 64, 0], t)
+                for i, j in T.Parallel(64, 32):
+                    acc[i, j] += t[i, j]
+            T.copy(acc, Y[bx * 64, 0])
+
+    return main
+
+
 # the sm_90a passes after WarpSpecialize see the kernels it leaves (pass configs of a case)
 NO_WS = {"tl.disable_warp_specialized": True}
 
@@ -130,6 +147,7 @@ CASES = {
     "TmaPipeline": (small_gemm, "cuda:sm_90a", NO_WS),
     "UseWgmma": (small_gemm, "cuda:sm_90a", NO_WS),
     "WarpSpecialize": (small_gemm, "cuda:sm_90a"),
+    "OrderBlocks": (triangle, "cuda:sm_90a"),
 }
 
 

@@ -19,6 +19,7 @@ from tegula.backends.cuda.passes.check_resources import check_resources
 from tegula.backends.cuda.passes.insert_barriers import insert_barriers
 from tegula.backends.cuda.passes.layout_inference import infer_layouts_pass
 from tegula.backends.cuda.passes.lower_tile_ops import lower_tile_ops
+from tegula.backends.cuda.passes.order_blocks import order_blocks
 from tegula.backends.cuda.passes.plan_shared_memory import plan_shared_memory
 from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
 from tegula.backends.cuda.passes.tma_pipeline import tma_pipeline
@@ -30,6 +31,9 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
     # causal attention, ragged tails: most tiles take the copy without the mask
     PassSpec("SpecializeMasks", specialize_masks,
              "mask-free copies of masked T.Parallel loops, for tiles where the mask holds"),
+    PassSpec("OrderBlocks", order_blocks,
+             "blocks whose pipelined loop grows with blockIdx.x start longest first",
+             unless=PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER, archs=("sm_90a",)),
     # before TmaPipeline: the loops it takes are no longer T.Pipelined
     PassSpec("WarpSpecialize", warp_specialize,
              "a pipelined loop of TMA loads split: a producer warpgroup loads, the kernel's threads compute",
@@ -42,7 +46,8 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
     PassSpec("TmaPipeline", tma_pipeline,
              "T.Pipelined loops whose copies the copy engine can do: TMA into stages, on mbarriers",
              unless=PassConfigKey.TL_DISABLE_TMA_LOWER, archs=("sm_90a",),
-             config_options=(("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP),)),
+             config_options=(("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP),
+                             ("softmax_overlap", PassConfigKey.TEGULA_SOFTMAX_OVERLAP))),
     # must see tile-level copies, so it runs before lowering
     PassSpec("PipelineCopies", pipeline_copies,
              "T.Pipelined: multi-buffered shared tiles, copies issued stages ahead (cp.async)"),

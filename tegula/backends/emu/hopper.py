@@ -30,7 +30,8 @@ Checks, reported as :class:`~tegula.errors.RaceError` / :class:`~tegula.errors.S
 reads of a TMA destination before the phase that covers it completes (in :mod:`.races`); generic
 writes read by TMA / wgmma without a proxy fence; stage buffers written (TMA, generic) while a
 wgmma or another warpgroup may still read them; accumulator registers read or written while their
-wgmma is in flight, or after ``wait_group`` before ``wgmma_fence_operands`` pins them; wgmma
+wgmma is in flight, or after ``wait_group`` before ``wgmma_fence_operands`` pins them; A
+registers of a ``wgmma_rs`` overwritten while it is in flight or before they are pinned; wgmma
 issued on registers touched since the last ``wgmma.fence``; wgmma or setmaxnreg run by part of a
 warpgroup; results never waited for; register budgets beyond the register file.
 """
@@ -82,6 +83,8 @@ class Regs:
     group: np.ndarray                # (numel, n) commit group of the wgmma writing it, -1 none
     unpinned: np.ndarray             # (numel, n) retired, not yet pinned by fence_operands
     site: np.ndarray                 # (numel, n) the wgmma that wrote it last
+    reads: np.ndarray                # (numel, n) in flight as the A operand of a wgmma_rs (read, not written)
+    name: str = ""
 
 
 @dataclass
@@ -113,7 +116,8 @@ class Hopper:
         if r is None:
             shape = (info.numel, self.n)
             r = self.regs[info.index] = Regs(np.zeros(shape, info.np), np.full(shape, -1, np.int32),
-                                             np.zeros(shape, bool), np.zeros(shape, np.int32))
+                                             np.zeros(shape, bool), np.zeros(shape, np.int32), np.zeros(shape, bool),
+                                             info.name)
         return r
 
 
@@ -362,6 +366,18 @@ def _fence_proxy_async(e: E.Builtin, ctx: Ctx) -> CExpr:
     return CExpr(fence, False)
 
 
+@builtin_rule("tl::wgmma_order_after")
+def _wgmma_order_after(e: E.Builtin, ctx: Ctx) -> CExpr:
+    """A scheduling constraint for the CUDA compiler (a store nobody reads): its operand is
+    evaluated, so the register reads it makes are checked, and nothing else happens."""
+    f = compile_expr(e.args[0], ctx).fn
+
+    def run(env: list) -> Any:
+        f(env)
+        return np.True_
+    return CExpr(run, False)
+
+
 @builtin_rule("tl::wgmma_fence")
 def _wgmma_fence(e: E.Builtin, ctx: Ctx) -> CExpr:
     n, span = ctx.nthreads, e.span or ctx.span
@@ -589,10 +605,16 @@ def _wgmma_rule(kind: str) -> Callable:
                 if kind == "rs":
                     f = _uniform(fra(env).flat, lanes, n, "the A register address", st, span)
                     areg = h.regs.get(ainfo.index)
-                    if areg is not None and (areg.group[f:f + 8, lanes] >= 0).any():
+                    if areg is not None and ((areg.group[f:f + 8, lanes] >= 0) & ~areg.reads[f:f + 8, lanes]).any():
                         raise RaceError(f"{what} reads A registers '{ainfo.name}' that a wgmma in flight "
                                         f"still writes ({st.rep.block})", span)
                     av = env[aslot][f:f + 8][:, lanes].T          # (128, 8)
+                    # the registers stay the wgmma's until its group is retired and pinned
+                    ast = h.reg_state(ainfo)
+                    ast.reads[f:f + 8, lanes[0]:lanes[-1] + 1] = True
+                    ast.pend[f:f + 8, lanes[0]:lanes[-1] + 1] = av.T
+                    ast.group[f:f + 8, lanes[0]:lanes[-1] + 1] = len(w.groups)
+                    ast.site[f:f + 8, lanes[0]:lanes[-1] + 1] = site_a
                     a = np.zeros((64, 16), av.dtype)
                     a[_A_ROW, _A_COL] = av
                 else:
@@ -608,6 +630,7 @@ def _wgmma_rule(kind: str) -> Callable:
                 cst.pend[regs, lanes[0]:lanes[-1] + 1] = D[row, col].T
                 cst.group[regs, lanes[0]:lanes[-1] + 1] = len(w.groups)
                 cst.site[regs, lanes[0]:lanes[-1] + 1] = site_a
+                cst.reads[regs, lanes[0]:lanes[-1] + 1] = False
             return np.True_
         return CExpr(run, False)
     return rule
@@ -666,6 +689,8 @@ def _wgmma_wait(e: E.Builtin, ctx: Ctx) -> CExpr:
 def _fence_operands(e: E.Builtin, ctx: Ctx) -> CExpr:
     fa, info = compile_addr(e.args[0], ctx, e.name)
     count = int(template(e)[0]) if template(e) else 1
+    if dict(getattr(e.args[0], "attrs", ())).get("ctype") == "unsigned":  # 16-bit A registers as words
+        count *= max(1, 4 // np.dtype(info.np).itemsize)
     n = ctx.nthreads
 
     def fence(env: list) -> Any:
@@ -694,16 +719,22 @@ def check_registers(st: Any, info: Any, f: Any, lanes: np.ndarray, write: bool, 
         return
     fl = np.broadcast_to(np.asarray(f, dtype=np.int64), (st.nthreads,))[lanes]
     busy = r.group[fl, lanes] >= 0
+    if not write:  # the A registers of a wgmma in flight may be read (it only reads them too)
+        busy &= ~r.reads[fl, lanes]
     loose = r.unpinned[fl, lanes]
     if busy.any() or loose.any():
         i = int(np.flatnonzero(busy | loose)[0])
         t, k = int(lanes[i]), int(fl[i])
         wsite = st.tracker.sites[int(r.site[k, t])]
         verb = "writes" if write else "reads"
-        if busy[i]:
+        if busy[i] and not r.reads[k, t]:
             msg = (f"accumulator read before wgmma.wait_group: thread {t} {verb} register '{info.name}'[{k}] "
                    f"while the wgmma that writes it is still in flight ({st.rep.block})")
             hint = "wgmma.wait_group must retire the wgmma's commit group before its registers are used"
+        elif busy[i] and write:
+            msg = (f"A operand overwritten before wgmma.wait_group: thread {t} writes register "
+                   f"'{info.name}'[{k}] while the wgmma that reads it is still in flight ({st.rep.block})")
+            hint = "wgmma.wait_group must retire the wgmma's commit group before its A registers are reused"
         else:
             msg = (f"accumulator used before wgmma_fence_operands: thread {t} {verb} register "
                    f"'{info.name}'[{k}] after wgmma.wait_group retired it, without the fence that keeps the "
@@ -714,11 +745,19 @@ def check_registers(st: Any, info: Any, f: Any, lanes: np.ndarray, write: bool, 
 
 
 def check_done(st: Any) -> None:
-    """At the end of a block: no wgmma result left unretired."""
+    """At the end of a block: no wgmma result left unretired, no A operand left unpinned."""
     h = st.hopper
     if h is None:
         return
     for idx, r in h.regs.items():
+        if (r.reads & r.unpinned & (r.group < 0)).any():
+            k, t = (int(x[0]) for x in np.nonzero(r.reads & r.unpinned & (r.group < 0)))
+            wsite = st.tracker.sites[int(r.site[k, t])]
+            raise RaceError(f"A operand registers never pinned: register '{r.name}'[{k}] of thread {t}, read by a wgmma_rs, "
+                            f"has no wgmma_fence_operands after the wait_group that retires it, so the compiler "
+                            f"may reuse it while the wgmma still reads it ({st.rep.block})\n"
+                            f"  warpgroup {t // WARPGROUP}'s wgmma: {wsite.where()}", wsite.span,
+                            hint="tl::wgmma_fence_operands(...) on the A registers right after the wait_group")
         if (r.group >= 0).any():
             k, t = (int(x[0]) for x in np.nonzero(r.group >= 0))
             wsite = st.tracker.sites[int(r.site[k, t])]

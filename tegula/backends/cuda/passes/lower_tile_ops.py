@@ -167,6 +167,14 @@ def _same(ctx: Ctx, s: Stmt) -> Stmt:
 def _attr(ctx: Ctx, s: AttrStmt) -> Stmt:
     if s.key == "wgmma_drain":  # after a loop that left wgmma groups in flight (TmaPipeline)
         return lower_wgmma_drain(ctx, s.value)
+    if s.key == "wgmma_wait":  # (groups kept in flight, fragments to pin, to wait after): softmax_overlap
+        return lower_wgmma_drain(ctx, s.value[1], s.value[0], s.value[2])
+    if s.key == "wgmma_async":  # a gemm left in flight, or whose fences earlier ones cover (lower_wgmma)
+        was, ctx.wgmma_opts = ctx.wgmma_opts, frozenset(s.value)
+        try:
+            return lower_block(ctx, s.body)
+        finally:
+            ctx.wgmma_opts = was
     if s.key == WARP_SPECIALIZE:
         return _warp_specialized(ctx, s)
     return AttrStmt(s.key, s.value, lower_block(ctx, s.body), span=s.span)

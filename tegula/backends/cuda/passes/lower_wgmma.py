@@ -191,12 +191,14 @@ def lower_wgmma(ctx: Ctx, g: Gemm, lay: WgmmaLayout) -> Stmt:
                     pre.append(BufferStore(gathered, (E.const((mi * (K // 16) + kk) * 8 + e),),
                                            ctx.load(a_buf, region_index(g.A, (m, k)), staged=True)))
     shared_ops = [r.buffer for r in (g.A, g.B) if r.buffer.is_shared]
-    if not all(b in ctx.tma_only for b in shared_ops) or a_regs:  # generic writes -> async proxy
+    # generic writes -> async proxy (not for tiles only TMA writes, nor where an earlier fence covers it)
+    if (not all(b in ctx.tma_only for b in shared_ops) or a_regs) and "no_proxy_fence" not in ctx.wgmma_opts:
         body.append(Evaluate(call("tl::fence_proxy_async")))
     if g.clear_accum:
         body.append(ctx.unroll("k", lay.local_size,
                                lambda k: BufferStore(c_reg, (k,), E.cast(c_reg.dtype, 0))))
-    body.append(Evaluate(call("tl::wgmma_fence")))
+    if g.clear_accum or "no_register_fence" not in ctx.wgmma_opts:
+        body.append(Evaluate(call("tl::wgmma_fence")))
     for mi in range(lay.MI):
         for n0 in range(0, N, nc):
             cptr = addr(BufferLoad(c_reg, (E.const(mi * lay.NI * 4 + n0 // 2),)))
@@ -219,22 +221,55 @@ def lower_wgmma(ctx: Ctx, g: Gemm, lay: WgmmaLayout) -> Stmt:
                     src = BufferLoad(gathered, (E.const((mi * (K // 16) + kk) * 8),))  # type: ignore[arg-type]
                 body.append(Evaluate(call("tl::wgmma_rs", cptr, addr(src, "unsigned"), db,
                                           template=(nc, elt, b_mn))))
-    body += [Evaluate(call("tl::wgmma_commit_group")),
-             Evaluate(call("tl::wgmma_wait_group", template=(max(0, g.wg_wait),))),
-             Evaluate(call("tl::wgmma_fence_operands", addr(BufferLoad(c_reg, (E.const(0),))),
-                           template=(lay.local_size,)))]
+    body.append(Evaluate(call("tl::wgmma_commit_group")))
+    if "no_wait" in ctx.wgmma_opts:  # committed only: a later wgmma_wait retires it
+        return seq(*pre, *body)
+    body.append(Evaluate(call("tl::wgmma_wait_group", template=(max(0, g.wg_wait),))))
+    body += _pin(ctx, (g.C.buffer,) + ((a_buf,) if own else ()))
     return seq(*pre, *body)
 
 
-def lower_wgmma_drain(ctx: Ctx, accumulators: tuple) -> Stmt:
-    """After a loop that left wgmma groups in flight: wait for them all, then pin the registers
-    of the accumulators (``wgmma_drain``, placed by ``TmaPipeline`` and ``WarpSpecialize``);
-    nothing when none of them is on wgmma (``mma.sync`` completes in order)."""
-    pins: list[Stmt] = []
-    for c in accumulators:
-        if isinstance(ctx.layout(c), WgmmaLayout):
-            pins.append(Evaluate(call("tl::wgmma_fence_operands", addr(BufferLoad(ctx.reg(c), (E.const(0),))),
-                                      template=(ctx.layout(c).local_size,))))
-    if not pins:
+def _pin(ctx: Ctx, bufs: tuple) -> list[Stmt]:
+    """``wgmma_fence_operands`` on the registers of the wgmma-layout fragments ``bufs``: float
+    accumulators, and 16-bit A operands read from registers (as 32-bit words), which the
+    compiler must not reuse before the wgmma reading them is retired."""
+    out: list[Stmt] = []
+    for b in bufs:
+        lay = ctx.layout(b)
+        if not isinstance(lay, WgmmaLayout):
+            continue
+        if b.dtype == dt.float32:
+            out.append(Evaluate(call("tl::wgmma_fence_operands", addr(BufferLoad(ctx.reg(b), (E.const(0),))),
+                                     template=(lay.local_size,))))
+        elif b.dtype.bits == 16:
+            out.append(Evaluate(call("tl::wgmma_fence_operands", addr(BufferLoad(ctx.reg(b), (E.const(0),)),
+                                                                     "unsigned"),
+                                     template=(lay.local_size // 2,))))
+    return out
+
+
+def lower_wgmma_drain(ctx: Ctx, accumulators: tuple, keep: int = 0, after: tuple = ()) -> Stmt:
+    """Wait until at most ``keep`` wgmma groups are in flight, then pin the registers of the
+    fragments ``accumulators`` (``wgmma_drain`` after a loop that left groups in flight, placed
+    by ``TmaPipeline`` and ``WarpSpecialize``; ``wgmma_wait`` inside the loops of :mod:`softmax_overlap`). Nothing
+    when none of them is in a wgmma layout (the gemms stayed on mma.sync).
+
+    ``after``: fragments whose code must run before the wait. ptxas otherwise hoists the wait
+    above independent arithmetic (it did above a whole softmax, leaving nothing to overlap with
+    the wgmma); ``tl::wgmma_order_after`` stores a sum of their registers (all of a 1-d row
+    fragment, the first of others) to shared memory, which the wait cannot pass."""
+    if not any(isinstance(ctx.layout(c), WgmmaLayout) for c in accumulators):
         return seq()
-    return seq(Evaluate(call("tl::wgmma_wait_group", template=(0,))), *pins)
+    out: list[Stmt] = []
+    vals: list[E.Expr] = []
+    for b in after:
+        reg = ctx.reg(b)
+        n = int(reg.shape[0]) if len(b.shape) == 1 else 1
+        vals += [E.cast(dt.float32, BufferLoad(reg, (E.const(i),))) for i in range(n)]
+    if vals:
+        total = vals[0]
+        for v in vals[1:]:
+            total = E.binary("add", total, v)
+        out.append(Evaluate(call("tl::wgmma_order_after", total)))
+    out.append(Evaluate(call("tl::wgmma_wait_group", template=(keep,))))
+    return seq(*out, *_pin(ctx, accumulators))

@@ -53,6 +53,7 @@ class Ctx:
     counter: int = 0
     hopper: bool = False                              # the arch has TMA, mbarrier tx counts, wgmma
     tma_only: frozenset = frozenset()                 # shared tiles only TMA writes and only gemms read
+    wgmma_opts: frozenset = frozenset()               # inside "wgmma_async": what its gemm leaves out
 
     def unroll(self, base: str, extent: int, body_fn: Any, kind: str = "unroll") -> Stmt:
         """``for v in unroll(extent): body_fn(v)`` with ``v``'s range known to bound analysis."""

@@ -224,10 +224,11 @@ def pipeline_copies(func: PrimFunc) -> PrimFunc:
     return rewrite_pipelined_loops(func, _pipeline_loop)
 
 
-def rewrite_pipelined_loops(func: PrimFunc, rewrite: Any) -> PrimFunc:
+def rewrite_pipelined_loops(func: PrimFunc, rewrite: Any, with_kernel: bool = False) -> PrimFunc:
     """Replace every ``T.Pipelined`` loop for which ``rewrite(loop, after, new_allocs)`` returns
     a statement (``after``: what runs after the loop; ``new_allocs``: tile -> its staged buffer,
-    filled by ``rewrite``, with extra allocations under keys of their own)."""
+    filled by ``rewrite``, with extra allocations under keys of their own; ``with_kernel``: the
+    enclosing ``Kernel`` is a fourth argument)."""
 
     class M(Mutator):
         def visit_Kernel(self, kern: Kernel) -> Kernel:
@@ -241,7 +242,7 @@ def rewrite_pipelined_loops(func: PrimFunc, rewrite: Any) -> PrimFunc:
                         out.append(walk(x, items[:i] + items[i + 1:] + after))
                     return seq(*out)
                 if isinstance(s, For) and s.kind == "pipelined":
-                    got = rewrite(s, after, new_allocs)
+                    got = rewrite(s, after, new_allocs, kern) if with_kernel else rewrite(s, after, new_allocs)
                     if got is not None:
                         return got
                     return For(s.var, s.start, s.extent, walk(s.body, after), s.kind, s.step,

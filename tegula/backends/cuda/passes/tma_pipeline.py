@@ -36,10 +36,12 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad
-from tegula.ir.stmt import AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, LetStmt, PrimFunc, Stmt, seq
+from tegula.ir.stmt import AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel, LetStmt, PrimFunc, Stmt, seq
 from tegula.ir.visitor import substitute
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, pipeline_parts,
                                                          rewrite_pipelined_loops, staged_tiles)
+from tegula.backends.cuda.passes.softmax_overlap import attention_parts, overlap_loop
+from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
 
 TMA_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32", "float8_e4m3", "float8_e5m2")
 MAX_BOX = 256
@@ -107,13 +109,17 @@ def tile_numel(extents: Any) -> int:
     return n
 
 
-def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional[bool] = None) -> Optional[Stmt]:
+def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional[bool] = None,
+              softmax: Optional[bool] = None, kernel: Optional[Kernel] = None) -> Optional[Stmt]:
     parts = pipeline_parts(loop, others)
     if parts is None:
         return None
     S, producers, consumers = parts
     if not all(tma_copy_ok(p) for p in producers):
         return None
+    att = attention_parts(consumers, producers)
+    if att is not None and kernel is not None and softmax_wanted(att, kernel, S, softmax):
+        return overlap_loop(loop, S, att, new_allocs, _one_thread, call_stmt, barrier_addr)
     # a loop of nothing but gemms may keep one k-tile of them in flight: its stage is refilled
     # one iteration later (loads run S - 2 ahead), and the accumulators are drained after the loop
     gemms = [c for c in consumers if isinstance(c, Gemm)]
@@ -166,8 +172,12 @@ def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional
     return seq(*out)
 
 
-def tma_pipeline(func: PrimFunc, overlap: Optional[bool] = None) -> PrimFunc:
+def tma_pipeline(func: PrimFunc, overlap: Optional[bool] = None, softmax_overlap: Optional[bool] = None) -> PrimFunc:
     """Pipeline every qualifying ``T.Pipelined`` loop through TMA and mbarriers (``overlap``:
     loops of gemms keep one k-tile of wgmma in flight, ``tegula.wgmma_overlap``; None: where
-    the stages and the accumulator are large enough)."""
-    return rewrite_pipelined_loops(func, lambda loop, after, new: _tma_loop(loop, after, new, overlap))
+    the stages and the accumulator are large enough; ``softmax_overlap``: attention-shaped loops
+    run their second gemm beside the next block's softmax, ``tegula.softmax_overlap``, see
+    :mod:`softmax_overlap`; None: where the registers allow)."""
+    return rewrite_pipelined_loops(
+        func, lambda loop, after, new, kern: _tma_loop(loop, after, new, overlap, softmax_overlap, kern),
+        with_kernel=True)

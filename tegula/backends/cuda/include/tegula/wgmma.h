@@ -64,8 +64,17 @@ TL_DEVICE void wgmma_wait_group() {
 }
 /// Keep the compiler from moving accesses to an accumulator register across wgmma boundaries.
 TL_DEVICE void wgmma_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
-template <int Count>
-TL_DEVICE void wgmma_fence_operands(float* r) {
+/// A volatile shared-memory store of v: the next wgmma.wait_group cannot be scheduled above it,
+/// so the code computing v runs while the wgmma groups being waited for are still in flight.
+TL_DEVICE void wgmma_order_after(float v) {
+  __shared__ float sink[32];
+  *reinterpret_cast<volatile float*>(&sink[threadIdx.x & 31]) = v;
+}
+TL_DEVICE void wgmma_fence_operand(unsigned& r) { asm volatile("" : "+r"(r)::"memory"); }
+/// Count registers: accumulators (float), or 16-bit A operands of wgmma_rs as 32-bit words, which
+/// must stay in their registers until the wgmma reading them is retired.
+template <int Count, class R>
+TL_DEVICE void wgmma_fence_operands(R* r) {
 #pragma unroll
   for (int i = 0; i < Count; ++i) wgmma_fence_operand(r[i]);
 }

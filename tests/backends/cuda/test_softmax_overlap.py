@@ -1,0 +1,246 @@
+"""Softmax overlap (TmaPipeline, sm_90a): attention's second gemm of key block j - 1 runs on the
+tensor cores beside the softmax of block j. The schedule's IR and CUDA source here (compile-only),
+its results on the Hopper emulator (wgmma, TMA, mbarriers, with their hazard checks) against a
+float64 reference, and on an H200 in the ``gpu`` tests."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tegula
+from tegula import config
+from tegula.backends.cuda.compiler import available_backends
+from tegula.backends.cuda.pipeline import lower
+from tegula.backends.emu import execute
+from tegula.errors import RaceError
+from tegula.ir import expr as E
+from tegula.ir import stmt as S
+from tegula.passconfig import PassConfigKey
+from tegula.target import Target
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "emu"))
+from test_wgmma import _ex, _gemm, _sm90a_gpu  # noqa: E402
+from hopper_util import Mutate, sync_statements  # noqa: E402
+
+needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
+
+NO_WS = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
+OFF = {**NO_WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}
+ON = {**NO_WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}  # the small kernels here fit two blocks per SM
+SM90 = Target("cuda", "sm_90a")
+
+
+def _fa(*args, **kw):
+    return _ex("flash_attention").flash_attention(*args, **kw)
+
+
+def _loop_source(src: str) -> str:
+    return src[src.index("for (int kb = 1"):]
+
+
+def test_attention_loop_runs_the_second_gemm_beside_the_next_softmax():
+    low = lower(_fa(1, 2, 512, 128, False, 1, 128, 128, 2, 256), SM90, NO_WS).script()
+    assert "kb_full_late" in low  # V on a ring of its own
+    loop = low[low.index("for kb in T.serial"):]
+    # in the loop: G1 committed, the previous block's acc_o *= rescale while G1 computes, V's
+    # stage awaited, G2 issued, then wait_group 1 (G1 done) before the softmax, its results stored
+    # for ptxas to keep them before wait_group 0 (G2 done), then P written
+    i_g1 = loop.index("tl::wgmma_ss(")
+    i_commit = loop.index("tl::wgmma_commit_group", i_g1)
+    i_rescale = loop.index("acc_o[", i_commit)
+    i_late = loop.index("kb_full_late", i_rescale)
+    i_g2 = loop.index("tl::wgmma_rs(", i_late)
+    i_w1 = loop.index("wgmma_wait_group(template=(1,)", i_g2)
+    i_max = loop.index("shfl_xor", i_w1)
+    i_order = loop.index("tl::wgmma_order_after(", i_max)
+    i_w0 = loop.index("wgmma_wait_group(template=(0,)", i_order)
+    i_p = loop.index("P[", i_w0)
+    assert i_g1 < i_commit < i_rescale < i_late < i_g2 < i_w1 < i_max < i_order < i_w0 < i_p
+    assert "wgmma_wait_group(template=(0,)" not in loop[i_commit:i_w1]
+    assert "acc_o[" not in loop[i_w1:i_w0]
+    # after the loop: the last block's acc_o *= rescale, then its G2
+    end = loop.index("kb_full_late[1]")
+    assert "acc_o[" in loop[loop.rindex("P[", 0, end):end] and "tl::wgmma_rs(" in loop[end:]
+    # the loop's gemms skip the proxy fence iteration 0 already did
+    body = loop[:end]
+    assert body.count("tl::fence_proxy_async") == 0 and body.count("tl::wgmma_fence(") == 2
+
+
+def test_the_pass_config_turns_it_off():
+    f = _fa(1, 2, 512, 128, False, 1, 128, 128, 2, 256)
+    low = lower(f, SM90, OFF).script()
+    assert "kb_full_late" not in low and "wgmma_wait_group(template=(1,)" not in low
+    assert "kb_full_late" in lower(f, SM90, {**NO_WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}).script()
+
+
+def test_taken_where_registers_and_shared_memory_allow():
+    # d128 with one warpgroup on 128 rows: S, acc_o and P take 224 registers per thread: left alone
+    big = _fa(1, 2, 512, 128, False, 1, 128, 64, 2, 128)
+    assert "kb_full_late" not in lower(big, SM90, NO_WS).script()
+    assert "kb_full_late" in lower(big, SM90, ON).script()
+    # d64 128x128 tiles: 80 KB of shared memory, two blocks per SM, which P's registers would cost
+    d64 = _fa(1, 2, 512, 64, True, 1, 128, 128, 2, 256)
+    assert "kb_full_late" not in lower(d64, SM90, NO_WS).script()
+    assert "kb_full_late" in lower(d64, SM90, ON).script()
+    # d128 128x128 tiles: 160 KB, one block per SM anyway: taken, causal or not
+    for causal in (False, True):
+        assert "kb_full_late" in lower(_fa(1, 2, 512, 128, causal, 1, 128, 128, 2, 256), SM90, NO_WS).script()
+
+
+def test_gemm_loops_and_sm80_are_left_alone():
+    g = lower(_gemm(512, 512, 512, 128, 128, 32, 3, 256), SM90, NO_WS).script()
+    assert "k_full" in g and "full_late" not in g
+    s80 = lower(_fa(1, 2, 512, 128, False, 1, 128, 128, 2, 256), Target("cuda", "sm_80"), {}).script()
+    assert "mbarrier" not in s80 and "full_late" not in s80
+
+
+@needs_compiler
+@pytest.mark.parametrize("dim, causal", [(128, False), (128, True), (64, False)])
+def test_compiles_for_sm90a_without_spills(dim, causal, tmp_path):
+    """No local memory and no wait_group the assembler adds by itself (it does when registers a
+    wgmma writes are used before the program waits for them)."""
+    with config.override(cache_dir=str(tmp_path)):
+        k = tegula.compile(_fa(4, 16, 4096, dim, causal, 1, 128, 128, 2, 256), out_idx=[-1], target="cuda:sm_90a",
+                           pass_configs={**ON, PassConfigKey.TL_ENABLE_PTXAS_VERBOSE_OUTPUT: True})
+    src = k.get_kernel_source()
+    assert "kb_full_late" in src and "tl::wgmma_wait_group<1>()" in _loop_source(src)
+    log = k.artifact.metadata["log"]
+    if "registers" not in log:
+        pytest.skip("the compiler gave no resource report")
+    assert "0 bytes spill stores, 0 bytes spill loads" in log and "0 bytes stack frame" in log, log
+    assert "C7517" not in log and "wgmma.wait_group is injected" not in log, log
+
+
+# ------------------------------------------------------------------------------- on the emulator
+
+CASES = [  # batch, heads, seq_len, dim, causal, groups, block_M, block_N, stages, threads
+    (1, 1, 192, 64, False, 1, 128, 64, 2, 256),
+    (1, 2, 200, 64, True, 1, 128, 64, 2, 256),      # ragged tail, causal: masked diagonal blocks
+    (1, 1, 64, 64, False, 1, 128, 64, 2, 256),      # one key block: the loop runs no iteration
+    (1, 2, 256, 32, True, 2, 64, 32, 3, 128),       # GQA, 3 stages, 64-row tiles on one warpgroup
+]
+
+
+def _random_qkv(rng, b, h, n, d, groups):
+    q = rng.standard_normal((b, h, n, d)).astype(np.float16)
+    k = rng.standard_normal((b, h // groups, n, d)).astype(np.float16)
+    v = rng.standard_normal((b, h // groups, n, d)).astype(np.float16)
+    return q, k, v
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_hopper_emulator_matches_float64(case, rng):
+    """The wgmma + TMA lowering run by the Hopper emulator, which reports any mbarrier, TMA or
+    wgmma hazard (registers read in flight, stages refilled while read)."""
+    b, h, n, d, causal, groups, bm, bn, st, th = case
+    f = _fa(*case)
+    low = lower(f, SM90, ON)
+    assert "full_late" in low.script() and "tl::wgmma_rs" in low.script()
+    q, k, v = _random_qkv(rng, b, h, n, d, groups)
+    o = np.zeros_like(q)
+    execute(low, [q, k, v, o])
+    ref = _ex("flash_attention").reference(q, k, v, causal)
+    assert np.abs(o.astype(np.float64) - ref).max() < 5e-3
+
+
+def test_cuda_emu_target_on_sm90a_matches_float64(rng):
+    """``cuda-emu:sm_90a`` (the gemms on mma.sync there, TMA and the schedule as on the GPU)."""
+    case = (1, 2, 200, 64, True, 1, 128, 64, 2, 256)
+    kern = tegula.compile(_fa(*case), out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=ON)
+    assert "full_late" in kern.get_kernel_source()
+    q, k, v = _random_qkv(rng, 1, 2, 200, 64, 1)
+    ref = _ex("flash_attention").reference(q, k, v, True)
+    assert np.abs(kern(q, k, v).astype(np.float64) - ref).max() < 5e-3
+
+
+def _in_loop(low, name: str, nth_in_loop: int = 0) -> int:
+    """Index among the sync statements of the ``nth_in_loop``-th ``name`` inside the k-loop."""
+    stmts = sync_statements(low)
+    first_loop = [i for i, s in enumerate(stmts) if s.value.name == "sync_threads"][1]
+    hits = [i for i, s in enumerate(stmts) if i > first_loop and s.value.name == name]
+    return hits[nth_in_loop]
+
+
+@pytest.fixture(scope="module")
+def small():
+    f = _fa(*CASES[0])
+    return f, lower(f, SM90, ON)
+
+
+def _args(rng):
+    q, k, v = _random_qkv(rng, 1, 1, 192, 64, 1)
+    return [q, k, v, np.zeros_like(q)]
+
+
+def test_emulator_reports_p_overwritten_while_its_wgmma_reads_it(small, rng):
+    """Without the wait_group 0 before ``P = S``, P's registers are rewritten under G2."""
+    f, low = small
+    i = _in_loop(low, "tl::wgmma_wait_group", 1)
+    mutant = Mutate(drop=i).visit(low)
+    with pytest.raises(RaceError) as e:
+        execute(mutant, _args(rng))
+    msg = str(e.value)
+    assert "register 'acc_o'[" in msg or "A operand overwritten before wgmma.wait_group" in msg, msg
+    assert "flash_attention.py:" in msg
+
+
+def test_emulator_reports_p_registers_left_unpinned(small, rng):
+    """Without fencing P after the wait, the compiler may hand its registers to the softmax
+    while the wgmma still reads them: reported at P's next write."""
+    f, low = small
+    stmts = sync_statements(low)
+    i = next(j for j, s in enumerate(stmts) if s.value.name == "tl::wgmma_fence_operands"
+             and "P[" in str(s.value.args[0]))
+    with pytest.raises(RaceError) as e:
+        execute(Mutate(drop=i).visit(low), _args(rng))
+    msg = str(e.value)
+    assert "register 'P'[" in msg and "wgmma_fence_operands" in msg and "flash_attention.py:95" in msg, msg
+
+
+def test_emulator_reports_an_a_operand_written_in_flight(small, rng):
+    """A generic write into the A registers of a wgmma_rs before its wait_group: P[0] stored right
+    after the loop's G2 is committed."""
+    f, low = small
+    p = next(b for b in _buffers(low) if b.name == "P" and b.scope == "local")
+
+    def change(node):
+        return S.SeqStmt((node, S.BufferStore(p, (E.const(0),), E.cast(p.dtype, 0))))
+
+    mutant = Mutate(drop=_in_loop(low, "tl::wgmma_commit_group", 1), change=change).visit(low)
+    with pytest.raises(RaceError, match=r"A operand overwritten before wgmma.wait_group: .* register 'P'\["):
+        execute(mutant, _args(rng))
+
+
+def _buffers(low):
+    from tegula.ir.visitor import post_order_visit
+
+    out = []
+    post_order_visit(low, lambda n: out.append(n.buffer) if isinstance(n, (E.BufferLoad, S.BufferStore)) else None)
+    return out
+
+
+# ------------------------------------------------------------------------------- on the GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim, bm, bn, stages, threads", [(128, 128, 128, 2, 256), (64, 128, 128, 2, 256),
+                                                         (128, 128, 128, 3, 256), (64, 128, 64, 2, 128)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [300, 1024])
+def test_softmax_overlap_on_gpu(dim, bm, bn, stages, threads, causal, seq):
+    torch = _sm90a_gpu()
+    B, H = 2, 4
+    k = tegula.compile(_fa(B, H, seq, dim, causal, 2, bm, bn, stages, threads), out_idx=[-1], target="cuda",
+                       pass_configs={PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True})
+    assert "full_late" in k.get_kernel_source()
+    q = torch.randn(B, H, seq, dim, device="cuda", dtype=torch.float16)
+    kk, v = (torch.randn(B, H // 2, seq, dim, device="cuda", dtype=torch.float16) for _ in range(2))
+    o = k(q, kk, v).double()
+    kr, vr = kk.double().repeat_interleave(2, 1), v.double().repeat_interleave(2, 1)
+    s = (q.double() @ kr.transpose(-1, -2)) / dim ** 0.5
+    if causal:
+        s = s.masked_fill(torch.ones(seq, seq, device="cuda").triu(1).bool(), float("-inf"))
+    ref = torch.softmax(s, -1) @ vr
+    assert torch.isfinite(o).all()
+    assert float((o - ref).norm() / ref.norm()) < 5e-3
