@@ -27,17 +27,13 @@ KERNELS: dict[str, Callable[[], Any]] = {
                                                                      threads=256),
     # WarpSpecialize with one k-tile of wgmma in flight in two consumer warpgroups
     "gemm_ws_overlap": lambda: ex("gemm").matmul.get_tir(128, 256, 192, 128, 128, 32, 3, 256),
-    # TmaPipeline's softmax overlap (taken by itself at d128; forced on for this small kernel)
-    "flash_attention_overlap": lambda: ex("flash_attention").flash_attention(1, 1, 192, 64, True, block_M=128,
-                                                                             num_stages=2, threads=256),
 }
 
 
 # the checks here are written against TmaPipeline's lowering of these kernels (one warpgroup
 # set issuing and computing); WarpSpecialize, which takes some of them by default, has its own
 NO_WS = {"tl.disable_warp_specialized": True}
-CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True},
-           "flash_attention_overlap": {**NO_WS, "tegula.softmax_overlap": True}}
+CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True}}
 
 
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:

@@ -29,8 +29,7 @@ from emu_util import assert_match, random_args
 from hopper_util import KERNELS, SYNC, Mutate, lowered, sync_statements, without
 
 LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention": "flash_attention.py:",
-         "gemm_ws_overlap": "gemm.py:",
-         "flash_attention_overlap": "flash_attention.py:"}
+         "gemm_ws_overlap": "gemm.py:"}
 
 
 class _Lookahead(Mutate):
