@@ -25,6 +25,8 @@ TEGULA_DEBUG           ``1`` to keep tegula's own frames in the tracebacks of ke
                        verify the IR after every pass
 TEGULA_POISON_OUTPUTS  ``1`` to fill outputs the runtime allocates with NaN (ints: a marker) before a
                        kernel runs, so elements it never writes show (tests turn it on)
+TEGULA_BLAS_THREADS    threads numpy's BLAS may use while the interpreter or the emulator runs a kernel
+                       (default ``1``: their products are tile-sized; ``0`` leaves BLAS as it is)
 TEGULA_CONFORMANCE     the TileLang conformance corpus the tests run a CPU subset of (default:
                        ``../shared/conformance`` beside the project's root)
 PTO_ISA_ROOT           a checkout of the public PTO ISA repository: the tests then compile the
@@ -59,6 +61,7 @@ class Settings:
     debug_tracebacks: bool = False
     poison_outputs: bool = False
     conformance_dir: Optional[str] = None
+    blas_threads: int = 1
     pto_isa_root: Optional[str] = None
     pto_cxx: Optional[str] = None
 
@@ -96,6 +99,12 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Settings:
     kw["poison_outputs"] = _flag(env.get("TEGULA_POISON_OUTPUTS"))
     if env.get("TEGULA_CONFORMANCE"):
         kw["conformance_dir"] = os.path.expanduser(env["TEGULA_CONFORMANCE"])
+    if env.get("TEGULA_BLAS_THREADS", "").strip():
+        raw = env["TEGULA_BLAS_THREADS"].strip()
+        if not raw.isdigit():
+            raise ConfigError(f"TEGULA_BLAS_THREADS must be a whole number, got {raw!r}",
+                              hint="1 (the default) for tile-sized products, 0 to leave BLAS as it is")
+        kw["blas_threads"] = int(raw)
     if env.get("PTO_ISA_ROOT"):
         kw["pto_isa_root"] = os.path.expanduser(env["PTO_ISA_ROOT"])
     if env.get("TEGULA_PTO_CXX"):

@@ -64,6 +64,7 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
+from tegula.backends import blas
 from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, poison
 from tegula.backends.emu import builtins, exprs, hopper, mbarrier, stmts, warp  # noqa: F401 (rules)
 from tegula.backends.emu.hopper import check_done
@@ -289,7 +290,7 @@ def execute(func: PrimFunc, args: Sequence[Any], as_warnings: bool = False) -> N
     env, copies = _bind(prog, args)
     reporter = Reporter(as_warnings)
     try:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), blas.kernel_threads():
             for ck in prog.kernels:
                 _run_kernel(ck, env, reporter)
     finally:

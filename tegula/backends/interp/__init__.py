@@ -64,6 +64,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import PrimFunc
 from tegula.backends.interp import atomics, exprs, parallel, stmts, tileops  # noqa: F401 (rules)
+from tegula.backends import blas
 from tegula.backends.closure import StmtFn, compile_stmt, np_scalar
 from tegula.backends.interp.context import Ctx
 from tegula.backends.npu import interp_rules  # noqa: F401,E402 (rules of the NPU dialect's nodes)
@@ -143,5 +144,5 @@ def execute(func: PrimFunc, args: Sequence[Any]) -> None:
     """
     prog = compile_func(func)
     env = _bind(prog, args)
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), blas.kernel_threads():
         prog.body(env)
