@@ -14,10 +14,11 @@ import numpy as np
 
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
-from tegula.ir.stmt import AttrStmt, Break, BufferStore, Continue, For, IfThenElse, While
+from tegula.ir.stmt import AttrStmt, Break, BufferStore, Continue, For, IfThenElse, SeqStmt, While
 from tegula.backends.closure import (JUMPS, MASK, StmtFn, iteration,
                                      compile_expr, compile_stmt, jump, uniform_if, uniform_while)
 from tegula.backends.emu.context import Ctx, and_mask, stmt_rule
+from tegula.backends.emu.batch import batchable_loop, compile_batched_loop, mma_runs
 from tegula.backends.emu.memory_ops import compile_store
 
 
@@ -27,6 +28,27 @@ def _attr(s: AttrStmt, ctx: Ctx) -> StmtFn:
         what = str(s.value).split("(")[0].strip() or "tile op"
         return compile_stmt(s.body, ctx.child(span=s.span or ctx.span, tile_op=what))
     return compile_stmt(s.body, ctx)
+
+
+@stmt_rule(SeqStmt)
+def _seq(s: SeqStmt, ctx: Ctx) -> StmtFn:
+    """Statements in order; runs of mma.sync on constant registers as one batched product
+    (:mod:`.batch`)."""
+    from tegula.backends.emu.warp import _MMA, compile_mma_run
+
+    fns = []
+    for i, j in mma_runs(s.stmts, ctx, _MMA):  # in order: lets mark later uses
+        if j - i > 1:
+            fns.append(compile_mma_run(s.stmts[i:j], ctx))
+        else:
+            fns.append(compile_stmt(s.stmts[i], ctx))
+    if len(fns) == 1:
+        return fns[0]
+
+    def run(env: list) -> None:
+        for f in fns:
+            f(env)
+    return run
 
 
 @stmt_rule(BufferStore)
@@ -66,6 +88,8 @@ def _for(s: For, ctx: Ctx) -> StmtFn:
             for i in range(int(fe(env))):
                 env[slot] = vt(b + i * step)
                 body(env)
+        if batchable_loop(s, ctx):
+            return compile_batched_loop(s, ctx, loop)
         return loop
 
     one = iteration(body)

@@ -140,3 +140,46 @@ def _ldmatrix(e: E.Builtin, ctx: Ctx) -> CExpr:
         write_elems(env, st, fd(env), lanes, out, dsite, span, "ldmatrix destination")
         return np.True_
     return CExpr(ldmatrix, False)
+
+
+def compile_mma_run(stmts: tuple, ctx: Ctx) -> Any:
+    """A run of mma.sync on constant registers (:func:`tegula.backends.emu.batch.mma_runs`) as
+    one batched product: every fragment is read, the batch multiplied, every accumulator written."""
+    from tegula.backends.emu.batch import static_mma
+    from tegula.backends.emu.builtins import warp_lanes
+
+    regs = [static_mma(s, ctx, _MMA) for s in stmts]
+    name = regs[0][0]
+    k, din, dacc, pa, pb = _MMA[name]
+    na, nb = 16 * k // 32, 8 * k // 32
+    (cinfo, _), (ainfo, _), (binfo, _) = regs[0][1:]
+    ic = np.array([c0 for _, (_, c0), _, _ in regs])[:, None] + np.arange(4)     # (r, 4)
+    ia = np.array([a0 for _, _, (_, a0), _ in regs])[:, None] + np.arange(na)    # (r, na)
+    ib = np.array([b0 for _, _, _, (_, b0) in regs])[:, None] + np.arange(nb)    # (r, nb)
+    r = len(stmts)
+    span = stmts[0].value.span or ctx.span
+    n = ctx.nthreads
+    is_int = dacc.kind == "i"
+    wide = np.int64 if is_int else np.float64
+    sa, sb, sc = ainfo.slot, binfo.slot, cinfo.slot
+
+    def mma_run(env: list) -> None:
+        lanes = warp_lanes(env, n, span, "mma.sync")
+        if not len(lanes):
+            return
+        w = len(lanes) // 32
+        full = len(lanes) == n
+        A = env[sa][ia] if full else env[sa][ia][..., lanes]      # (r, na, L)
+        B = env[sb][ib] if full else env[sb][ib][..., lanes]
+        C = env[sc][ic] if full else env[sc][ic][..., lanes]
+        A = A.transpose(0, 2, 1).reshape(r, w, 32 * na)[..., pa].reshape(r, w, 16, k)
+        B = B.transpose(0, 2, 1).reshape(r, w, 32 * nb)[..., pb].reshape(r, w, k, 8)
+        Cm = np.empty((r, w, 128), dacc)
+        Cm[..., _C_OUT] = C.transpose(0, 2, 1).reshape(r, w, 128)
+        D = (np.matmul(A.astype(wide), B.astype(wide)) + Cm.reshape(r, w, 16, 8)).astype(dacc)
+        out = D.reshape(r, w, 128)[..., _C_OUT].reshape(r, w * 32, 4).transpose(0, 2, 1)  # (r, 4, L)
+        if full:
+            env[sc][ic] = out
+        else:
+            env[sc][ic[:, :, None], lanes] = out
+    return mma_run
