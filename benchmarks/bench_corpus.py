@@ -260,12 +260,13 @@ CASES = [_gemm_case(), _fa_case(), _decode_case(), _mla_case(), _moe_case(), _de
 # ---------------------------------------------------------------------------------------------
 
 def default_corpus() -> Path:
-    """``.conformance`` or ``shared/conformance`` in the tree's root or a folder above it."""
-    for d in (ROOT, *ROOT.parents):
-        for c in (d / ".conformance", d / "shared" / "conformance"):
-            if (c / "tilelang" / "examples").is_dir():
-                return c / "tilelang" / "examples"
-    return ROOT.parent / "shared" / "conformance" / "tilelang" / "examples"
+    """The corpus's examples: ``TEGULA_CONFORMANCE``, else ``.conformance`` or ``shared/conformance``
+    in the tree's root or a folder above it (``tegula.config.conformance_root``)."""
+    from tegula import config
+
+    found = config.conformance_root(ROOT)
+    base = Path(found) if found is not None else config.conformance_candidates(ROOT)[0]
+    return base / "tilelang" / "examples"
 
 
 class Corpus:

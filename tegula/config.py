@@ -27,8 +27,9 @@ TEGULA_POISON_OUTPUTS  ``1`` to fill outputs the runtime allocates with NaN (int
                        kernel runs, so elements it never writes show (tests turn it on)
 TEGULA_BLAS_THREADS    threads numpy's BLAS may use while the interpreter or the emulator runs a kernel
                        (default ``1``: their products are tile-sized; ``0`` leaves BLAS as it is)
-TEGULA_CONFORMANCE     the TileLang conformance corpus the tests run a CPU subset of (default:
-                       ``../shared/conformance`` beside the project's root)
+TEGULA_CONFORMANCE     the TileLang conformance corpus the tests run a CPU subset of (default: the
+                       first ``.conformance`` or ``shared/conformance`` in the project's root or a
+                       folder above it: :func:`conformance_root`)
 PTO_ISA_ROOT           a checkout of the public PTO ISA repository: the tests then compile the
                        emitted PTO C++ against its CPU simulator and compare with the interpreter
 TEGULA_PTO_CXX         the C++20 compiler for that check (default: clang++ on PATH)
@@ -39,7 +40,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from typing import Iterator, Mapping, Optional
+from pathlib import Path
+from typing import Iterator, Mapping, Optional, Union
 
 from tegula.errors import ConfigError
 
@@ -135,3 +137,23 @@ def override(**kw: object) -> Iterator[Settings]:
 def get() -> Settings:
     """The settings in force, overrides included."""
     return settings
+
+
+def conformance_candidates(root: Union[str, "os.PathLike[str]"]) -> list[Path]:
+    """Where the conformance corpus is looked for, in order: ``TEGULA_CONFORMANCE`` when set,
+    else ``.conformance`` and ``shared/conformance`` in ``root`` and in each folder above it."""
+    given = get().conformance_dir
+    if given:
+        return [Path(given)]
+    start = Path(root).resolve()
+    return [d / name for d in (start, *start.parents) for name in (".conformance", "shared/conformance")]
+
+
+def conformance_root(root: Union[str, "os.PathLike[str]"]) -> Optional[Path]:
+    """The TileLang conformance corpus (the folder holding ``run.sh`` and ``tilelang/examples``)
+    for the project whose root is ``root``: the first of :func:`conformance_candidates` that holds
+    ``tilelang/examples``, or None."""
+    for c in conformance_candidates(root):
+        if (c / "tilelang" / "examples").is_dir():
+            return c
+    return None

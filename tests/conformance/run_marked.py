@@ -8,7 +8,7 @@ anyway, so that what their kernels do there is measured (from the project's root
     PYTHONPATH=$PWD python tests/conformance/run_marked.py [--corpus DIR] [--timeout S] [FILE ...]
 
 ``FILE`` is relative to the corpus's ``tilelang/examples`` (default: the two files above);
-``--corpus`` defaults to ``TEGULA_CONFORMANCE`` (else ``../shared/conformance``). Each test
+``--corpus`` defaults to ``TEGULA_CONFORMANCE`` (else ``config.conformance_root``). Each test
 function runs in a process of its own, in its file's directory, with ``import tilelang`` meaning
 tegula (:func:`tegula.compat.alias.alias_tilelang`), so that one crash hides nothing else. Prints
 ``PASS|FAIL FILE::FUNCTION (seconds)`` with the last line of a failure, then ``N passed, N
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(root))
         from tegula import config
 
-        args.corpus = config.get().conformance_dir or str(root.parent / "shared" / "conformance")
+        found = config.conformance_root(root)
+        args.corpus = str(found if found is not None else config.conformance_candidates(root)[0])
     examples = Path(args.corpus).resolve() / "tilelang" / "examples"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))

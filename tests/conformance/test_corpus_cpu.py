@@ -1,8 +1,10 @@
 """A CPU subset of the TileLang conformance corpus: TileLang's own examples, unchanged, with
 ``tilelang`` meaning tegula, on the interpreter.
 
-The corpus lives outside the project (``TEGULA_CONFORMANCE``, default ``../shared/conformance``
-beside the project's root) and is never copied into it. The test runs the corpus's own driver
+The corpus lives outside the project and is never copied into it: ``TEGULA_CONFORMANCE``, else
+the first ``.conformance`` or ``shared/conformance`` in the project's root or a folder above it
+(``tegula.config.conformance_root``), so a clone anywhere below the folder holding ``shared/``
+finds it. The test runs the corpus's own driver
 (``run.sh cpu``) on the calls of its ``cpu_calls.txt`` listed below, quick ones the
 interpreter passes today (docs/conformance.md lists every call and says why each other one fails), and needs every one of them
 to pass. Without the corpus it is skipped, and says where it looked.
@@ -32,16 +34,32 @@ PASSING = [
 ]
 
 
-def corpus_dir() -> Path:
-    given = config.get().conformance_dir
-    return Path(given) if given else ROOT.parent / "shared" / "conformance"
+def test_corpus_lookup(tmp_path):
+    """TEGULA_CONFORMANCE first, else the nearest .conformance or shared/conformance walking up."""
+    top = tmp_path / "work"
+    clone = top / "ci" / "tegula"
+    clone.mkdir(parents=True)
+    with config.override(conformance_dir=None):
+        assert config.conformance_candidates(clone)[:4] == [
+            clone / ".conformance", clone / "shared" / "conformance",
+            top / "ci" / ".conformance", top / "ci" / "shared" / "conformance"]
+        found = config.conformance_root(clone)
+        assert found is None or top not in found.parents
+        (top / "shared" / "conformance" / "tilelang" / "examples").mkdir(parents=True)
+        assert config.conformance_root(clone) == top / "shared" / "conformance"
+        (top / "ci" / ".conformance" / "tilelang" / "examples").mkdir(parents=True)
+        assert config.conformance_root(clone) == top / "ci" / ".conformance"  # the nearest first
+    with config.override(conformance_dir=str(tmp_path / "elsewhere")):
+        assert config.conformance_candidates(clone) == [tmp_path / "elsewhere"]
+        assert config.conformance_root(clone) is None
 
 
 def test_corpus_cpu_subset(tmp_path):
-    corpus = corpus_dir()
-    if not (corpus / "run.sh").is_file() or not (corpus / "cpu_calls.txt").is_file():
-        pytest.skip(f"the TileLang conformance corpus is not at {corpus} (no run.sh / cpu_calls.txt); "
-                    "set TEGULA_CONFORMANCE to its folder to run this test")
+    corpus = config.conformance_root(ROOT)
+    if corpus is None or not (corpus / "run.sh").is_file() or not (corpus / "cpu_calls.txt").is_file():
+        tried = ", ".join(str(c) for c in config.conformance_candidates(ROOT)[:6])
+        pytest.skip(f"the TileLang conformance corpus (run.sh, cpu_calls.txt, tilelang/examples) is not "
+                    f"at {tried}, ...; set TEGULA_CONFORMANCE to its folder to run this test")
     listed = {ln.strip() for ln in (corpus / "cpu_calls.txt").read_text().splitlines()
               if ln.strip() and not ln.startswith("#")}
     gone = [c for c in PASSING if c not in listed]
