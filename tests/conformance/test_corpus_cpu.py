@@ -10,6 +10,7 @@ interpreter passes today (docs/conformance.md lists every call and says why each
 to pass. Without the corpus it is skipped, and says where it looked.
 """
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +21,9 @@ from tegula import config
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# DIR|MODULE|CALL exactly as in the corpus's cpu_calls.txt: the passing calls that take seconds
-# on the interpreter (about 70 s in all with two jobs on the 2-core development machine under
-# load). The others that pass take a minute or more each; `run.sh cpu` runs them
+# DIR|MODULE|CALL exactly as in the corpus's cpu_calls.txt: passing calls that take seconds on
+# the interpreter (about 120 s of wall time in all in one job on the 2-core development machine,
+# about a minute with two jobs). The others that pass take longer; `run.sh cpu` runs them
 # (docs/conformance.md has the whole list).
 PASSING = [
     "analyze|example_conv_analyze|main()",
@@ -35,10 +36,6 @@ PASSING = [
     "flash_attention|example_mha_fwd_bhsd|main()",
     "gemm_streamk|example_tilelang_gemm_streamk|main()",
     "grouped_gemm|example_grouped_gemm_fwd|run_tilelang_grouped_gemm([5, 9, 13], K=64, M=96, block_M=64, "
-    "block_N=64, block_K=32, trans_b=False, num_stages=2, threads=256, profile=False)",
-    "grouped_gemm|example_grouped_gemm_fwd_ptr|run_tilelang_grouped_gemm_ptr([5, 9, 13], K=64, N=96, "
-    "block_M=64, block_N=64, block_K=32, num_stages=1, threads=256, profile=False)",
-    "grouped_gemm|example_grouped_gemm_bwd|run_tilelang_grouped_gemm([5, 9, 13], K=64, M=96, block_M=64, "
     "block_N=64, block_K=32, trans_b=False, num_stages=2, threads=256, profile=False)",
     "norm|rms_norm|test_rms_norm()",
     "topk|example_topk|main(argv=[])",
@@ -86,9 +83,18 @@ def test_corpus_cpu_subset(tmp_path):
                 # jobs of two threads each on two cores spin-wait for each other
                 "OMP_NUM_THREADS": "1"})
     dirs = sorted({c.split("|")[0] for c in PASSING})
-    r = subprocess.run(["bash", str(corpus / "run.sh"), "cpu", *dirs], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=290)
-    summary = (out / "summary.txt").read_text() if (out / "summary.txt").exists() else r.stdout
+    proc = subprocess.Popen(["bash", str(corpus / "run.sh"), "cpu", *dirs], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=290)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # run.sh and every call it started
+        proc.communicate()
+        done = sorted(p.name for p in out.glob("*.log") if "RESULT" in p.read_text(errors="replace"))
+        pytest.fail(f"the CPU corpus subset took more than 290 s; calls finished: {len(done)} of "
+                    f"{len(PASSING)}: {', '.join(done)}")
+    summary = (out / "summary.txt").read_text() if (out / "summary.txt").exists() else stdout
     failed = [ln for ln in summary.splitlines() if ln.startswith("FAIL")]
-    assert not failed, "conformance calls that failed:\n" + "\n".join(failed) + "\n" + r.stderr[-2000:]
+    assert not failed, "conformance calls that failed:\n" + "\n".join(failed) + "\n" + stderr[-2000:]
     assert sum(ln.startswith("PASS") for ln in summary.splitlines()) == len(PASSING), summary

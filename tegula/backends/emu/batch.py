@@ -70,14 +70,56 @@ def static_mma(s: Any, ctx: Ctx, table: dict) -> Optional[tuple]:
     return (e.name, *regs)
 
 
+def static_ldmatrix(s: Any, ctx: Ctx) -> Optional[tuple]:
+    """``(num, trans, span, source buffer, (destination BufInfo, index))`` when ``s`` is an
+    ``ldmatrix`` of 1, 2 or 4 matrices from a shared buffer into registers at a constant index,
+    in bounds (``4 * num`` bytes per lane); else None."""
+    if not (isinstance(s, Evaluate) and isinstance(s.value, E.Builtin) and s.value.name == "tl::ldmatrix"):
+        return None
+    e = s.value
+    t = e.attr("template")
+    t = tuple(t) if isinstance(t, (tuple, list)) else (t,) if t is not None else ()
+    if len(e.args) != 2 or not t or int(t[0]) not in (1, 2, 4):
+        return None
+    num, trans = int(t[0]), (str(t[1]).lower() in ("true", "1") if len(t) > 1 else False)
+    dst = _const_reg(e.args[0], ctx)
+    src = e.args[1]
+    if dst is None or 4 % dst[0].itemsize or dst[1] + 4 * num // dst[0].itemsize > (dst[0].numel or 0):
+        return None
+    if not (isinstance(src, E.Builtin) and src.name == "address_of" and src.args
+            and isinstance(src.args[0], E.BufferLoad)):
+        return None
+    sinfo = ctx.bufs.get(id(src.args[0].buffer))
+    if sinfo is None or sinfo.scope != "shared" or 16 % sinfo.itemsize:
+        return None
+    return num, trans, e.span, sinfo, dst
+
+
 def mma_runs(stmts: tuple, ctx: Ctx, table: dict) -> list:
-    """Split ``stmts`` into single statements and runs of mma.sync that can run together:
-    a list of ``(start, stop)`` index ranges, runs being those of length 2 or more."""
+    """Split ``stmts`` into single statements and runs that can run together: a list of
+    ``(start, stop)`` index ranges, runs being those of length 2 or more: mma.sync on constant
+    registers (see the module docstring), or ldmatrix of one source line (same span, shape and
+    source buffer) into distinct constant registers of one buffer."""
     out = []
     i = 0
     while i < len(stmts):
         first = static_mma(stmts[i], ctx, table)
         j = i + 1
+        ld = static_ldmatrix(stmts[i], ctx) if first is None else None
+        if ld is not None:
+            num, trans, span, sinfo, (dinfo, d0) = ld
+            per = 4 * num // dinfo.itemsize
+            used = set(range(d0, d0 + per))
+            while j < len(stmts):
+                nxt = static_ldmatrix(stmts[j], ctx)
+                if nxt is None or (nxt[0], nxt[1]) != (num, trans) or nxt[2] != span \
+                        or nxt[3] is not sinfo or nxt[4][0] is not dinfo:
+                    break
+                ds = set(range(nxt[4][1], nxt[4][1] + per))
+                if ds & used:
+                    break
+                used |= ds
+                j += 1
         if first is not None:
             name, (cb, c0), (ab, _), (bb, _) = first
             if cb.index not in (ab.index, bb.index):

@@ -32,14 +32,16 @@ def _attr(s: AttrStmt, ctx: Ctx) -> StmtFn:
 
 @stmt_rule(SeqStmt)
 def _seq(s: SeqStmt, ctx: Ctx) -> StmtFn:
-    """Statements in order; runs of mma.sync on constant registers as one batched product
-    (:mod:`.batch`)."""
-    from tegula.backends.emu.warp import _MMA, compile_mma_run
+    """Statements in order; runs of mma.sync on constant registers as one batched product and
+    runs of ldmatrix as one gather (:mod:`.batch`)."""
+    from tegula.backends.emu.warp import _MMA, compile_ldmatrix_run, compile_mma_run
 
     fns = []
     for i, j in mma_runs(s.stmts, ctx, _MMA):  # in order: lets mark later uses
         if j - i > 1:
-            fns.append(compile_mma_run(s.stmts[i:j], ctx))
+            run = compile_mma_run if isinstance(s.stmts[i].value, E.Builtin) and \
+                s.stmts[i].value.name in _MMA else compile_ldmatrix_run
+            fns.append(run(s.stmts[i:j], ctx))
         else:
             fns.append(compile_stmt(s.stmts[i], ctx))
     if len(fns) == 1:

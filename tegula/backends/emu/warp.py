@@ -183,3 +183,53 @@ def compile_mma_run(stmts: tuple, ctx: Ctx) -> Any:
         else:
             env[sc][ic[:, :, None], lanes] = out
     return mma_run
+
+
+def compile_ldmatrix_run(stmts: tuple, ctx: Ctx) -> Any:
+    """A run of ldmatrix of one source line into distinct constant registers
+    (:func:`tegula.backends.emu.batch.mma_runs`) as one gather: the shared rows of every
+    statement are checked (alignment, bounds), recorded as one read and dealt to the registers.
+    A misaligned or out-of-bounds row runs the statements one at a time, which report it."""
+    from tegula.backends.emu.batch import static_ldmatrix
+    from tegula.backends.emu.builtins import warp_lanes
+
+    info = [static_ldmatrix(s, ctx) for s in stmts]
+    num, trans, span, sinfo, (dinfo, _) = info[0]
+    span = span or ctx.span
+    singles = [ctx.rules.compile_stmt(s, ctx) for s in stmts]   # the fallback, in order
+    srcs = [compile_addr(s.value.args[1], ctx, "ldmatrix")[0] for s in stmts]
+    site = ctx.site(sinfo, "ldmatrix", span)
+    per = 4 * num // dinfo.itemsize                                               # registers per lane
+    idst = np.array([d0 for *_, (_, d0) in info])[:, None] + np.arange(per)      # (r, per)
+    r, n = len(stmts), ctx.nthreads
+    isz, total, off = sinfo.itemsize, sinfo.numel, sinfo.offset
+    per_row = 16 // isz
+
+    def sequential(env: list) -> None:
+        for f in singles:
+            f(env)
+
+    def ldmatrix_run(env: list) -> None:
+        lanes = warp_lanes(env, n, span, "ldmatrix")
+        if not len(lanes):
+            return
+        w = len(lanes) // 32
+        src_lanes = lanes[(lanes % 32) < 8 * num]
+        F = np.stack([np.broadcast_to(np.asarray(f(env).flat, dtype=np.int64), (n,))[src_lanes]
+                      for f in srcs])                                              # (r, k)
+        if ((F * isz + off) % 16).any() or (F < 0).any() or (F + per_row > total).any():
+            sequential(env)
+            return
+        st = env[STATE]
+        st.tracker.read(st.tracker.units((off + F * isz).ravel(), 16), np.tile(src_lanes, r), site, sinfo)
+        rows = env[sinfo.slot][F[..., None] + np.arange(per_row)]                   # (r, k, 8)
+        M = np.ascontiguousarray(rows).view(np.uint16).reshape(r, w, num, 8, 8)
+        regs = M[..., _LD_COL, _LD_ROW] if trans else M[..., _LD_ROW, _LD_COL]      # (r, w, num, 32, 2)
+        out = regs.transpose(0, 1, 3, 2, 4).reshape(r, w * 32, 2 * num)             # (r, L, 2 num)
+        out = np.ascontiguousarray(out).view(dinfo.np).transpose(0, 2, 1)          # (r, per, L)
+        arr = env[dinfo.slot]
+        if len(lanes) == n:
+            arr[idst] = out
+        else:
+            arr[idst[:, :, None], lanes] = out
+    return ldmatrix_run

@@ -1,6 +1,7 @@
 """Statements the emulator runs together (``backends/emu/batch.py``): unrolled element loops as one
-vector store and runs of mma.sync as one batched product give what running them one at a time
-gives, bit for bit, with the same race and bounds reports, in far fewer steps.
+vector store, runs of mma.sync as one batched product and runs of ldmatrix as one gather give what
+running them one at a time gives, bit for bit, with the same race and bounds reports, in far fewer
+steps.
 
 Before batching, the corpus's ``gemm/example_gemm_intrinsics`` at 1024^3 took about 460 s per
 kernel call on the interpreter (32 mma.sync and 64 element stores per k-step, each a statement)."""
@@ -81,11 +82,15 @@ def test_mma_runs_match_one_at_a_time_bit_for_bit(monkeypatch, dtype, accum, rng
     c0 = np.full((M, N), -7, np.float32 if accum == "float32" else np.int32)
     f = emitter_gemm(M, N, K, dtype, accum, True, True, False)
     products = _count(monkeypatch, warp, "read_elems", "mma A fragment")
+    rows = _count(monkeypatch, warp, "read_elems", "ldmatrix row")
+    gathers = _count(monkeypatch, races.Tracker, "read")
     batched = _run(f, a, b, c0)[2]
     assert products[0] == 0  # no mma read its fragments one statement at a time
+    assert rows[0] == 0      # nor an ldmatrix its rows
+    micro_k = 32 if dtype == "int8" else 16
+    assert gathers[0] == (K // micro_k) * 2  # one shared read for A, one for B per k-step
     monkeypatch.setattr(stmts, "mma_runs", lambda ss, ctx, table: [(i, i + 1) for i in range(len(ss))])
     single = _run(f, a, b, c0)[2]
-    micro_k = 32 if dtype == "int8" else 16
     assert products[0] == (K // micro_k) * 2 * 2 * 2  # one block: k-steps x 2 x 2 tiles x 2 halves
     np.testing.assert_array_equal(batched, single)
     ref = a.astype(np.float64) @ b.astype(np.float64).T
