@@ -72,6 +72,7 @@ from tegula.backends.emu.mbarrier import check_balanced
 from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
+from tegula.backends.emu.tasks import side_by_side
 from tegula.backends.cuda.passes.plan_shared_memory import smem_layout  # the pool as on the GPU
 
 __all__ = ["execute", "compile_func", "RaceWarning"]
@@ -142,7 +143,7 @@ def _compile_kernel(k: Kernel, base: Ctx) -> CompiledKernel:
             vars_.append((info, init))
     unit = min([s.itemsize for s in shared], default=1)
     agents = _hopper_facts(k, ctx, shared)
-    body = compile_stmt(k.body, ctx)
+    body = compile_stmt(side_by_side(k.body), ctx)
     return CompiledKernel(k, body, nthreads, grid, block_slots, thread_slot,
                           thread_var.dtype.np if thread_var is not None else None,
                           shared, locals_, vars_, pool_bytes, unit, ctx.sites, agents)

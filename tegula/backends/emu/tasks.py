@@ -10,17 +10,23 @@ one runs until it waits on something not yet there, then the next task that can 
 (round robin, so runs are deterministic). When no task can go on, that is a deadlock, reported
 with every task's wait.
 
+Warp-specialized regions written one after the other (``with T.ws(1): producer loop`` then
+``with T.ws(0): consumer loop``) become one such branch first (:func:`side_by_side`).
+
 Tasks are Python threads of which exactly one runs at a time (the others sleep on a condition
 variable), so the closures of :mod:`tegula.backends.closure` run unchanged inside them.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from tegula.errors import SyncError
+from tegula.ir.stmt import WARP_SPECIALIZE, AttrStmt, IfThenElse, SeqStmt, Stmt
+from tegula.ir.visitor import Mutator
 
 
 class _Abort(BaseException):
@@ -182,3 +188,49 @@ class Scheduler:
                                      f"no other thread can arrive ({st.rep.block})\n"
                                      f"  {lanes_text(lanes)}: {where(span)}" + self.describe_waits(), span),
                    what=f"{lanes_text(lanes)} wait at named barrier {bid}: {where(span)}")
+
+
+# -- warp-specialized regions ------------------------------------------------------------------
+def side_by_side(body: Stmt) -> Stmt:
+    """Warp-specialized regions that follow each other (``with T.ws(i):``, lowered to
+    ``AttrStmt(WARP_SPECIALIZE, (first thread, threads, ...), if (its threads) ...)``) on disjoint
+    warpgroups, as one ``if / else if`` chain: each thread runs the one region it belongs to either
+    way, and the chain's sides run as tasks, side by side as on the GPU. One after the other, a
+    producer region's loop would wait for stages that the consumer region after it has not freed yet.
+    """
+    class M(Mutator):
+        def visit_SeqStmt(m, s: SeqStmt) -> Stmt:
+            stmts = [m.visit(x) for x in s.stmts]
+            out: list = []
+            run: list = []
+            for x in stmts + [None]:
+                r = _region(x)
+                if r is not None and all(_disjoint(r, y) for y in run):
+                    run.append(x)
+                    continue
+                out.extend(run if len(run) < 2 else [_chain(run)])
+                run = [x] if r is not None else []
+                if r is None and x is not None:
+                    out.append(x)
+            return dataclasses.replace(s, stmts=tuple(out))
+    return M().visit(body)
+
+
+def _region(s: Any) -> Optional[tuple]:
+    """(first thread, threads) of a lowered region whose branch has no else."""
+    if (isinstance(s, AttrStmt) and s.key == WARP_SPECIALIZE and isinstance(s.body, IfThenElse)
+            and s.body.else_ is None and len(s.value) >= 2):
+        return int(s.value[0]), int(s.value[1])
+    return None
+
+
+def _disjoint(r: tuple, other: Any) -> bool:
+    lo, n = _region(other)
+    return r[0] + r[1] <= lo or lo + n <= r[0]
+
+
+def _chain(run: list) -> Stmt:
+    out = None
+    for a in reversed(run):
+        out = dataclasses.replace(a, body=dataclasses.replace(a.body, else_=out))
+    return out

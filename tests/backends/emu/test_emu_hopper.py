@@ -334,6 +334,55 @@ def test_waits_polled_with_try_wait_run_the_ring(rng):
                                rtol=1e-5, atol=1e-5)
 
 
+def _regions_gemm(M, N, K, bm=64, bn=64, bk=32, stages=2, release=True):
+    """TileLang's warp-specialized idiom: the producer's whole loop in ``T.ws(1)``, the consumer's
+    whole loop in ``T.ws(0)`` after it (not one pair of regions per iteration)."""
+    @T.prim_func
+    def regions(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=256) as (bx, by):
+            A_s = T.alloc_shared((stages, bm, bk), "float16")
+            B_s = T.alloc_shared((stages, bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            bars = T.alloc_barrier([128] * (2 * stages))  # full[0..S), empty[S..2S)
+            with T.ws(1):
+                for ko in range(T.ceildiv(K, bk)):
+                    T.mbarrier_wait_parity(bars[ko % stages + stages], ((ko // stages) % 2) ^ 1)  # regions: free
+                    T.tma_copy(A[by * bm:(by + 1) * bm, ko * bk:(ko + 1) * bk], A_s[ko % stages, :, :],
+                               barrier=bars[ko % stages])
+                    T.tma_copy(B[ko * bk, bx * bn], B_s[ko % stages, :, :], barrier=bars[ko % stages])
+                    T.mbarrier_arrive(bars[ko % stages])
+            with T.ws(0):
+                T.clear(C_l)
+                for ko in range(T.ceildiv(K, bk)):
+                    T.mbarrier_wait_parity(bars[ko % stages], (ko // stages) % 2)  # regions: full
+                    T.gemm(A_s[ko % stages, :, :], B_s[ko % stages, :, :], C_l)
+                    if release:
+                        T.mbarrier_arrive(bars[ko % stages + stages])
+                T.copy(C_l, C[by * bm, bx * bn])
+    return regions
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu:sm_90a"])
+def test_warp_specialized_regions_run_side_by_side(rng, target):
+    """The producer region runs 8 k-tiles through 2 stages: it waits for stages the consumer
+    region, written after it, frees. The regions run at once (as on the GPU), not one after the
+    other (a deadlock at the producer's third wait)."""
+    M, N, K = 64, 128, 256
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    k = tegula.compile(_regions_gemm(M, N, K), out_idx=[-1], target=target)
+    np.testing.assert_allclose(k(a, b).astype(np.float64), a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=1e-2, atol=0.05)
+    if target == "cuda-emu:sm_90a":
+        src = tegula.compile(_regions_gemm(M, N, K), out_idx=[-1], target="cuda:sm_90a").get_kernel_source()
+        assert "tl::tma_load" in src and "wgmma" in src
+        with pytest.raises(SyncError) as e:
+            tegula.compile(_regions_gemm(M, N, K, release=False), out_idx=[-1], target=target)(a, b)
+        _lines(str(e.value), "deadlock: threads 0-127 (warpgroup 0) wait for phase 1 (parity 1) of mbarrier "
+               "'bars[0]'", "# regions: full", "meanwhile threads 128-255 (warpgroup 1): threads 128-255 "
+               "(warpgroup 1) wait for phase 0 of mbarrier 'bars[2]'", "# regions: free")
+
+
 def _broadcast_read_kernel(released_by):
     """Every consumer thread reads ring[0]; the last ``released_by`` of them arrive on ``empty``,
     after which the producer overwrites the ring."""
