@@ -103,7 +103,7 @@ class Hopper:
     regs: dict = field(default_factory=dict)        # local buffer index -> Regs
     touched: dict = field(default_factory=dict)     # local buffer index -> (n,) accessed since wgmma.fence
     touch_at: dict = field(default_factory=dict)    # local buffer index -> (span, element) of the last access
-    stores: dict = field(default_factory=dict)      # thread -> [agent, committed clocks, open]
+    stores: dict = field(default_factory=dict)      # thread -> [agent, clock of each committed group]
 
     def warpgroup(self, st: Any, g: int) -> Warpgroup:
         w = self.wgs.get(g)
@@ -300,10 +300,9 @@ def _tma_store(e: E.Builtin, ctx: Ctx) -> CExpr:
             pos = box.smem(base)
             rec = h.stores.get(lane)
             if rec is None:
-                rec = h.stores[lane] = [tr.agent(f"thread {lane}'s TMA store", "tma_store"), [], False]
+                rec = h.stores[lane] = [tr.agent(f"thread {lane}'s TMA store", "tma_store"), []]
             tr.join_agent(rec[0], lane)
             tr.async_read(units_of(pos, tr.unit), rec[0], np.array([lane]), site, sinfo)
-            rec[2] = True
             flat, ok = box.elements(env, _lane_coords(env, fcs, lane, n))
             vals = np.ascontiguousarray(st.pool[pos]).view(gdt)
             env[gslot][flat[ok]] = vals[ok]
@@ -320,10 +319,9 @@ def _tma_store_commit(e: E.Builtin, ctx: Ctx) -> CExpr:
         h = hopper(st)
         for lane in lanes_of(env[MASK], n):
             rec = h.stores.get(int(lane))
-            if rec is not None and rec[2]:
+            if rec is not None:  # an empty group counts too (tma_store_wait<N> counts groups)
                 rec[1].append(int(st.tracker.vc[rec[0], rec[0]]))
                 st.tracker.vc[rec[0], rec[0]] += 1
-                rec[2] = False
         return np.True_
     return CExpr(commit, False)
 
