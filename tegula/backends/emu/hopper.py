@@ -49,7 +49,7 @@ from tegula.backends.closure import MASK, CExpr, compile_expr
 from tegula.backends.emu.builtins import compile_addr, template
 from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
 from tegula.backends.emu.exprs import dims_of
-from tegula.backends.emu.mbarrier import bar_of, lanes_text, settle
+from tegula.backends.emu.mbarrier import bar_of, fence_inits, lanes_text, settle
 
 WARPGROUP = 128
 SWIZZLE_BYTES = {0: 0, 1: 32, 2: 64, 3: 128}    # CUtensorMapSwizzle -> bytes
@@ -356,10 +356,7 @@ def _fence_proxy_async(e: E.Builtin, ctx: Ctx) -> CExpr:
         st = env[STATE]
         lanes = lanes_of(env[MASK], n)
         st.tracker.fence(lanes)
-        mine = set(int(t) for t in lanes)
-        for b in st.mbarriers.values():
-            if b.init_thread in mine:
-                b.fenced = True
+        fence_inits(st, lanes)
         return np.True_
     return CExpr(fence, False)
 

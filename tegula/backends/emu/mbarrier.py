@@ -199,13 +199,18 @@ def _fence_barrier_init(e: E.Builtin, ctx: Ctx) -> CExpr:
     n = ctx.nthreads
 
     def fence(env: list) -> Any:
-        st = env[STATE]
-        lanes = set(int(t) for t in lanes_of(env[MASK], n))
-        for b in st.mbarriers.values():
-            if b.init_thread in lanes:
-                b.fenced = True
+        fence_inits(env[STATE], lanes_of(env[MASK], n))
         return np.True_
     return CExpr(fence, False)
+
+
+def fence_inits(st: Any, lanes: np.ndarray) -> None:
+    """``lanes`` fence their barrier initializations for the async proxy (``fence.mbarrier_init``,
+    or ``fence.proxy.async``, which covers them too)."""
+    mine = set(int(t) for t in lanes)
+    for b in st.mbarriers.values():
+        if b.init_thread in mine:
+            b.fenced = True
 
 
 @builtin_rule("tl::named_barrier_sync")
