@@ -30,6 +30,9 @@ from tegula.errors import OutOfBoundsError, RaceError, TegulaError
 from tegula.backends.emu.context import BufInfo, Site
 
 
+LOG_ROOM = 4096  # logged reads kept before they are compacted to one per unit and reader
+
+
 class RaceWarning(UserWarning):
     """A race or memory error found by the emulator while races are reported as warnings."""
 
@@ -106,6 +109,7 @@ class Tracker:
         self.pend_tag = np.zeros(n, np.int32)     # phase a TMA copy in flight completes on
         # reads since the unit's last write that r1 / r2 do not cover: (unit, agent, clock, site)
         self.xr = tuple(np.zeros(0, np.int64) for _ in range(4))
+        self.xr_room = LOG_ROOM                   # entries before the log is compacted
 
     # -- agents and clocks ------------------------------------------------------------------------
     def agent(self, name: str, kind: str) -> int:
@@ -120,12 +124,13 @@ class Tracker:
 
     def barrier(self) -> None:
         """``__syncthreads()``: every thread is ordered after everything any thread saw (so after
-        every logged read: what any of them issues later is too)."""
+        every read the threads logged: what any of them issues later is too)."""
         t = self.nthreads
         self.vc[:t] = self.vc[:t].max(0)
         self.vc[np.arange(t), np.arange(t)] += 1
-        if len(self.xr[0]):
-            self.xr = tuple(x[:0] for x in self.xr)
+        if len(self.xr[0]):  # an agent's reads stay: a barrier of the threads does not order them
+            agent = self.xr[1] >= t
+            self.xr = tuple(x[agent] for x in self.xr)
 
     def sync(self, lanes: np.ndarray) -> None:
         """A barrier among ``lanes`` only (``bar.sync id, count``)."""
@@ -212,6 +217,19 @@ class Tracker:
             if lost.any():
                 new = (U[lost], L2[lost], own[lost], np.full(int(lost.sum()), site))
                 self.xr = tuple(np.concatenate([x, y.astype(np.int64)]) for x, y in zip(self.xr, new))
+                if len(self.xr[0]) > self.xr_room:
+                    self._compact()
+
+    def _compact(self) -> None:
+        """One logged read per unit and reader, its latest: whoever is ordered after a reader's
+        later read is ordered after its earlier ones."""
+        u, a, c, _ = self.xr
+        key = u * self.vc.shape[0] + a
+        order = np.lexsort((c, key))
+        k = key[order]
+        last = order[np.r_[k[1:] != k[:-1], True]]
+        self.xr = tuple(x[last] for x in self.xr)
+        self.xr_room = max(LOG_ROOM, 2 * len(last))
 
     def _before(self, a: np.ndarray, clk: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Per element: agent ``a``'s access at ``clk`` is ordered before agent ``b`` (b >= 0)."""

@@ -218,3 +218,49 @@ def test_races_as_warnings_option(rng):
     with pytest.warns(RaceWarning, match="data race"):
         y = k(x)
     assert np.isfinite(y).all()
+
+
+def test_the_log_of_extra_readers_stays_small_and_still_reports():
+    """Three threads read one element again and again with no barrier: the log keeps one entry per
+    reader and element (a reader's later read covers its earlier ones), and a write ordered after
+    two of the readers only is still a write after read."""
+    from tegula.backends.emu.context import BufInfo, Site
+    from tegula.backends.emu.races import Reporter, Tracker
+    from tegula.ir.buffer import Buffer
+
+    buf = BufInfo(Buffer("s", (4,), "float32", scope="shared"), 0, "shared", 0, 0, 4)
+    tr = Tracker(16, 4, [Site(None, buf, "load"), Site(None, buf, "store")], Reporter(False), nthreads=4)
+    tr.write(tr.units(np.zeros(1, np.int64), 4), np.array([3]), 1, buf)
+    tr.barrier()
+    readers = np.array([0, 1, 2])
+    for _ in range(5000):
+        tr.read(tr.units(np.zeros(3, np.int64), 4), readers, 0, buf)
+        tr.fence(readers)  # moves the readers' clocks on, as any synchronization of theirs does
+    assert len(tr.xr[0]) <= 4096
+    tr.acquire(np.array([3]), tr.release(np.array([1, 2])))  # thread 3 waits for threads 1 and 2 only
+    with pytest.raises(RaceError, match=r"data race \(write after read\).*thread 3 writes it after thread 0 read it"):
+        tr.write(tr.units(np.zeros(1, np.int64), 4), np.array([3]), 1, buf)
+
+
+def test_a_barrier_of_the_threads_keeps_the_agents_logged_reads():
+    """Three wgmma agents read one element; thread 0 is ordered after two of them (as by their
+    wait_group), then __syncthreads(): its write still races with the third agent's read."""
+    from tegula.backends.emu.context import BufInfo, Site
+    from tegula.backends.emu.races import Reporter, Tracker
+    from tegula.ir.buffer import Buffer
+
+    buf = BufInfo(Buffer("s", (4,), "float32", scope="shared"), 0, "shared", 0, 0, 4)
+    tr = Tracker(16, 4, [Site(None, buf, "wgmma"), Site(None, buf, "store")], Reporter(False), nthreads=2,
+                 agents=3)
+    agents = [tr.agent(f"warpgroup {g}'s wgmma", "wgmma") for g in range(3)]
+    tr.write(tr.units(np.zeros(1, np.int64), 4), np.array([1]), 1, buf)
+    tr.barrier()
+    for a in agents:
+        tr.join_agent(a, np.array([1]))  # issued by thread 1, after the write
+        tr.read(tr.units(np.zeros(1, np.int64), 4), np.array([a]), 0, buf)
+    seen = np.zeros(tr.vc.shape[0], np.int32)
+    seen[agents[:2]] = tr.vc[agents[:2], agents[:2]]
+    tr.acquire(np.array([0]), seen)
+    tr.barrier()
+    with pytest.raises(RaceError, match="write to a wgmma operand still being read.*warpgroup 2's wgmma"):
+        tr.write(tr.units(np.zeros(1, np.int64), 4), np.array([0]), 1, buf)
