@@ -122,6 +122,10 @@ class MmaLayout(Fragment):
         warp = t // 32
         return warp // self.wn, warp % self.wn, t % 32
 
+    def row_warp_slot(self, t: Expr) -> Expr:
+        """Which of the ``wn`` warps that share thread ``t``'s rows holds its columns."""
+        return (t // 32) % self.wn
+
     def coords(self, t: Expr, k: int) -> tuple[Expr, ...]:
         mi, ni, h, c = self.split(k)
         wmi, wni, lane = self.warp_coords(t)

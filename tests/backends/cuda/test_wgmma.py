@@ -50,19 +50,24 @@ def _vars(e):
 
 # ------------------------------------------------------------------------------- layouts
 
-@pytest.mark.parametrize("M, N, threads", [(64, 16, 128), (128, 16, 128), (128, 8, 256)])
-def test_wgmma_accumulator_layout_is_the_ptx_fragment(M, N, threads):
-    """Each thread's registers hold the elements the PTX ISA's m64nNk16 D fragment gives them."""
+@pytest.mark.parametrize("M, N, threads, wgn", [(64, 16, 128, 1), (128, 16, 128, 1), (128, 8, 256, 1),
+                                               (64, 32, 256, 2), (128, 64, 512, 2), (64, 48, 384, 3)])
+def test_wgmma_accumulator_layout_is_the_ptx_fragment(M, N, threads, wgn):
+    """Each thread's registers hold the elements the PTX ISA's m64nNk16 D fragment gives them;
+    warpgroups go along N (``wgn``) only where M has too few 64-row slabs for all of them."""
     lay = WgmmaLayout.choose(M, N, threads)
-    wgm = threads // 128
+    assert lay.wgn == wgn
+    wgm = threads // 128 // wgn
+    Nw = N // wgn
     seen = set()
     t = E.Var("t")
     for tid in range(threads):
         wg, w, lane = tid // 128, (tid // 32) % 4, tid % 32
         for k in range(lay.local_size):
-            mi, rest = divmod(k, N // 2)
+            mi, rest = divmod(k, Nw // 2)
             j, i = divmod(rest, 4)
-            want = (wg * (M // wgm) + mi * 64 + 16 * w + lane // 4 + 8 * (i // 2), 8 * j + 2 * (lane % 4) + i % 2)
+            want = ((wg // wgn) * (M // wgm) + mi * 64 + 16 * w + lane // 4 + 8 * (i // 2),
+                    (wg % wgn) * Nw + 8 * j + 2 * (lane % 4) + i % 2)
             got = tuple(_ev(c, tid) for c in lay.coords(t, k))
             assert got == want, (tid, k)
             seen.add(got)
@@ -82,8 +87,13 @@ def test_wgmma_layout_matches_mma_layout_when_one_instruction_per_warpgroup():
 
 def test_wgmma_layout_rejects_what_wgmma_cannot_cover():
     assert WgmmaLayout.choose(64, 64, 96) is None     # not whole warpgroups
-    assert WgmmaLayout.choose(64, 64, 256) is None    # 32 rows per warpgroup
+    assert WgmmaLayout.choose(32, 64, 128) is None    # fewer than 64 rows
+    assert WgmmaLayout.choose(64, 8, 256) is None     # 64 rows, and 4 columns per warpgroup
     assert WgmmaLayout.choose(128, 60, 128) is None   # N not a multiple of 8
+    # 64 rows over two warpgroups: side by side along N, unless a warpgroup's columns are not
+    # something one instruction covers
+    assert WgmmaLayout.choose(64, 64, 256).wgn == 2
+    assert WgmmaLayout.choose(64, 64, 256, n_ok=lambda n: n % 64 == 0) is None
 
 
 @pytest.mark.parametrize("shape, eb, sw", [((64, 64), 2, 128), ((32, 128), 2, 128), ((64, 32), 2, 64),

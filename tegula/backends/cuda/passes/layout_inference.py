@@ -290,7 +290,7 @@ def _gemm_layout(g: Gemm, plan: LayoutPlan) -> bool:
     if g not in plan.wgmma and (not gemm_on_tensor_cores(g) or T % 32):
         return False
     M, N = _tile_mn(g)
-    wmn = mma_warps(M, N, T // 32, g.policy) if g not in plan.wgmma else (plan.wgmma[g].wm, 1)
+    wmn = mma_warps(M, N, T // 32, g.policy) if g not in plan.wgmma else (plan.wgmma[g].wm, plan.wgmma[g].wn)
     if wmn is None:
         return False
     want = plan.wgmma.get(g) or MmaLayout(M, N, *wmn)
@@ -375,19 +375,20 @@ def choose_shared_layouts(kernel: Kernel) -> dict:
 def wgmma_gemms(gemms: list, T: int, layout_map: dict) -> dict:
     """The gemms that run on wgmma, with their accumulator layouts: those ``wgmma_ok`` accepts,
     unless their accumulator is shared with a gemm it does not."""
-    from tegula.backends.cuda.passes.lower_wgmma import wgmma_ok
+    from tegula.backends.cuda.passes.lower_wgmma import wgmma_layout
 
     # shared tiles whose layout is fixed otherwise (T.annotate_layout), accumulators likewise
     pinned = frozenset(b for b, lay in layout_map.items() if b.is_shared and not isinstance(lay, WgmmaShared))
-    ok = {g: wgmma_ok(g, T, pinned) and (g.C.buffer not in layout_map
-                                         or isinstance(layout_map[g.C.buffer], WgmmaLayout))
+    lays = {g: wgmma_layout(g, T, pinned) for g in gemms}
+    ok = {g: lays[g] is not None and (g.C.buffer not in layout_map
+                                      or isinstance(layout_map[g.C.buffer], WgmmaLayout))
           for g in gemms}
     for g in gemms:
         if not ok[g]:
             for h in gemms:
                 if h.C.buffer is g.C.buffer:
                     ok[h] = False
-    return {g: WgmmaLayout.choose(*_tile_mn(g), T) for g in gemms if ok[g]}
+    return {g: lays[g] for g in gemms if ok[g]}
 
 
 def free_layout(buf: Buffer, T: int) -> Fragment:

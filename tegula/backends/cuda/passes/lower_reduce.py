@@ -81,7 +81,7 @@ def _row_reduce(ctx: Ctx, red: Reduce, ls: Any, rows: RowsOf) -> Stmt:
         ctx.allocs.append(part)
         ctx.smem_private.append(part)  # no value outlives this reduction: loops do not stretch it
         if isinstance(ls, MmaLayout):
-            wslot = (t // 32) % ls.wn
+            wslot = ls.row_warp_slot(t)
             leader = E.compare("eq", t % 4, 0)
         else:
             wslot = (t % ls.tpr) // 32

@@ -73,31 +73,35 @@ def _n_chunk(N: int, b_shared: WgmmaShared, mn_major: bool) -> Optional[int]:
 def wgmma_ok(g: Gemm, threads: int, pinned: frozenset = frozenset()) -> bool:
     """True when ``g`` can run on wgmma in a block of ``threads`` threads (``pinned``: shared
     buffers whose layout the user fixed, which a descriptor cannot follow)."""
+    return wgmma_layout(g, threads, pinned) is not None
+
+
+def wgmma_layout(g: Gemm, threads: int, pinned: frozenset = frozenset()) -> Optional[WgmmaLayout]:
+    """The accumulator layout ``g`` gets on wgmma in a block of ``threads`` threads, or None when
+    wgmma cannot do it (see :func:`wgmma_ok`)."""
     a, b, c = g.A.buffer, g.B.buffer, g.C.buffer
     fp8 = a.dtype.name in WGMMA_FP8 and b.dtype.name in WGMMA_FP8
     if not fp8 and (a.dtype.name not in WGMMA_INPUTS or b.dtype != a.dtype) or c.dtype != dt.float32:
-        return False
+        return None
     if fp8 and (g.transpose_A or not g.transpose_B or not a.is_shared):
-        return False
+        return None
     if c.scope != "local.fragment" or not whole(g.C) or len(g.C.tile_shape()) != 2:
-        return False
+        return None
     M, N = (int(x) for x in g.C.tile_shape())
-    if WgmmaLayout.choose(M, N, threads) is None:
-        return False
     K = g.A.tile_shape()[0 if g.transpose_A else 1]
     if not isinstance(K, int) or K % (32 if fp8 else 16):
-        return False
+        return None
     for r in (g.A, g.B):
         buf = r.buffer
         if buf.scope == "local.fragment" and r is g.A and not g.transpose_A and whole(r):
             continue
         shape = _static_shape(buf)
         if not buf.is_shared or shape is None or buf in pinned or not _whole_tile(r):
-            return False
+            return None
         if not WgmmaShared.suits(shape, buf.dtype.itemsize):
-            return False
+            return None
     bs = WgmmaShared(_static_shape(b), b.dtype.itemsize)  # type: ignore[arg-type]
-    return _n_chunk(N, bs, not g.transpose_B) is not None
+    return WgmmaLayout.choose(M, N, threads, lambda n: _n_chunk(n, bs, not g.transpose_B) is not None)
 
 
 def wgmma_shared_layouts(gemms: Any) -> dict:
@@ -161,9 +165,9 @@ def lower_wgmma(ctx: Ctx, g: Gemm, lay: WgmmaLayout) -> Stmt:
     fp8 = elt.bits == 8
     ks = 32 if fp8 else 16  # K of one instruction
     K = int(g.A.tile_shape()[0 if g.transpose_A else 1])
-    N = lay.N
+    N = lay.N // lay.wgn  # the columns of one warpgroup
     t = ctx.tid
-    row0 = (t // 128) * (lay.M // lay.wgm)  # first row of this thread's warpgroup
+    row0, col0 = lay.warpgroup_origin(t)  # where this thread's warpgroup's part of C starts
     c_reg = ctx.reg(g.C.buffer)
     b_mn = not g.transpose_B
     b_lay = ctx.shared(b_buf)[1]
@@ -173,8 +177,8 @@ def lower_wgmma(ctx: Ctx, g: Gemm, lay: WgmmaLayout) -> Stmt:
     body: list[Stmt] = []
     a_regs = a_buf.scope == "local.fragment"
     al = ctx.layout(a_buf) if a_regs else None
-    own = (isinstance(al, WgmmaLayout) and al.M == lay.M and al.wm == lay.wm and al.N == K
-           and a_buf.dtype.bits == 16)
+    own = (isinstance(al, WgmmaLayout) and al.M == lay.M and al.wm == lay.wm and al.wn == 1
+           and al.N == K and a_buf.dtype.bits == 16)
     gathered: Optional[Buffer] = None
     if a_regs and not own:
         # gather A's m16n8k16 fragments from its shared copy, one set per instruction
@@ -203,7 +207,7 @@ def lower_wgmma(ctx: Ctx, g: Gemm, lay: WgmmaLayout) -> Stmt:
         for n0 in range(0, N, nc):
             cptr = addr(BufferLoad(c_reg, (E.const(mi * lay.NI * 4 + n0 // 2),)))
             for kk in range(K // ks):
-                b_idx = (n0, kk * ks) if g.transpose_B else (kk * ks, n0)
+                b_idx = (col0 + n0, kk * ks) if g.transpose_B else (kk * ks, col0 + n0)
                 db = _desc(ctx, g.B, b_idx, b_mn)
                 if not a_regs:
                     a_idx = (kk * ks, row0 + mi * 64) if g.transpose_A else (row0 + mi * 64, kk * ks)

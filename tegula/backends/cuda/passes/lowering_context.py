@@ -209,7 +209,7 @@ def primary(lay: Fragment, t: Expr, k: Any) -> Optional[Expr]:
         if isinstance(p, MmaLayout):
             cond = E.compare("eq", t % 4, 0)
             if p.wn > 1:
-                cond = E.binary("and", cond, E.compare("eq", (t // 32) % p.wn, 0))
+                cond = E.binary("and", cond, E.compare("eq", p.row_warp_slot(t), 0))
             return cond
         if isinstance(p, RowLayout) and p.tpr > 1:
             return E.compare("eq", t % p.tpr, 0)
