@@ -13,6 +13,7 @@ Layouts here:
   of its row (memory-bound kernels: softmax, norms);
 - :class:`FlatLayout` elements dealt to threads in ``v``-wide vectors, row-major;
 - :class:`Replicated` every thread holds every element (tiny tiles, scalars);
+- :class:`ColsDivided` a packed tile ``X[i, j // c]`` read along a 2-d layout (4-bit data);
 - :class:`RowsOf` the rows of a 2-d layout, replicated over the threads that share a row
   (what a reduction along the last dimension produces).
 """
@@ -274,6 +275,52 @@ class FlatLayout(Fragment):
             if n % (T * v) == 0:
                 return FlatLayout(tuple(dims), T, v)
         return None
+
+
+@dataclass(frozen=True, eq=False)
+class ColsDivided(Fragment):
+    """An ``R x C/c`` tile read as ``X[i, j // c]`` by a parallel loop over ``parent``'s
+    ``R x C`` tile (packed data: two 4-bit values per byte). Each thread holds the packed
+    elements of the columns its ``parent`` registers hold: register ``k`` is element
+    ``(i, j // c)`` of parent register ``k * c``. Needs ``c`` to divide the parent's vector
+    width, so that parent registers ``k*c .. k*c + c-1`` are columns ``j .. j + c-1`` of one
+    packed element."""
+
+    parent: Any
+    c: int
+
+    def __post_init__(self) -> None:
+        assert self.parent.vec_width() % self.c == 0 and self.parent.shape[-1] % self.c == 0, self
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # type: ignore[override]
+        return (self.parent.shape[0], self.parent.shape[1] // self.c)
+
+    @property
+    def threads(self) -> int:  # type: ignore[override]
+        return self.parent.threads
+
+    @property
+    def local_size(self) -> int:  # type: ignore[override]
+        return self.parent.local_size // self.c
+
+    def coords(self, t: Expr, k: Any) -> tuple[Expr, ...]:
+        i, j = self.parent.coords(t, k * self.c)
+        return (i, j // self.c)
+
+    def key(self) -> tuple:
+        return (type(self.parent).__name__, self.parent.key(), self.c)
+
+    def vec_width(self) -> int:
+        return self.parent.vec_width() // self.c
+
+    @staticmethod
+    def of(parent: Fragment, c: int) -> Optional["ColsDivided"]:
+        """``parent``'s tile with every ``c`` columns packed into one, or None when ``c`` does
+        not divide its vector width."""
+        if len(parent.shape) != 2 or c < 2 or parent.vec_width() % c or parent.shape[1] % c:
+            return None
+        return ColsDivided(parent, c)
 
 
 @dataclass(frozen=True, eq=False)

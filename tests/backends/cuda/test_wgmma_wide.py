@@ -7,6 +7,7 @@ attention: 64 heads of a latent KV cache per block). Compile-only checks of the 
 shape for sm_90a, and results on ``cpu`` and ``cuda-emu:sm_90a`` against float64.
 """
 import math
+import re
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import tegula.language as T
 from tegula import config
 from tegula.backends.cuda.compiler import available_backends
 
+STAGED = re.compile(r"\w_stage_\d")  # a fragment's shared copy (lowering_context.Ctx.staged)
 needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
 
 
@@ -167,3 +169,62 @@ def test_latent_decode_results(target, rng):
     if target != "cpu":
         assert "wgmma_ss" in k.get_kernel_source() and "mma_m16n8k16" not in k.get_kernel_source()
     assert _rel(k(q, qr, kv, kr), _decode_reference(q, qr, kv, kr)) < 5e-3
+
+
+# ------------------------------------------------------------------------------- dequantized A
+
+def dequant_gemm(M, N, K, bm, bn, bk, threads, stages=2):
+    """``C[m, n] = sum_k W[m, k] X[n, k]``: W packed two 4-bit integers per byte (low nibble
+    first, value - 8), unpacked in registers into the A operand of the gemm."""
+
+    @T.prim_func
+    def main(Wq: T.Tensor((M, K // 2), "uint8"), X: T.Tensor((N, K), "float16"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            wq_s = T.alloc_shared((bm, bk // 2), "uint8")
+            x_s = T.alloc_shared((bn, bk), "float16")
+            wq = T.alloc_fragment((bm, bk // 2), "uint8")
+            w = T.alloc_fragment((bm, bk), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(K // bk, num_stages=stages):
+                T.copy(Wq[by * bm, k * bk // 2], wq_s)
+                T.copy(X[bx * bn, k * bk], x_s)
+                T.copy(wq_s, wq)
+                for i, j in T.Parallel(bm, bk):
+                    w[i, j] = T.Cast("float16", T.Cast("int32", (wq[i, j // 2] >> ((j % 2) * 4)) & 15) - 8)
+                T.gemm(w, x_s, acc, transpose_B=True)
+            T.copy(acc, C[by * bm, bx * bn])
+
+    return main
+
+
+def _unpack(wq):
+    lo, hi = (wq & 15).astype(np.int64) - 8, (wq >> 4).astype(np.int64) - 8
+    return np.stack([lo, hi], axis=-1).reshape(wq.shape[0], -1).astype(np.float64)
+
+
+@needs_compiler
+def test_unpacked_operand_stays_in_registers(tmp_path):
+    """The unpacked A tile takes the layout its wgmma reads from registers, and the packed bytes
+    the columns of it: no staging through shared memory, no gather of A fragments, one barrier
+    per iteration (the pipeline's)."""
+    with config.override(cache_dir=str(tmp_path)):
+        src = tegula.compile(dequant_gemm(256, 256, 256, 128, 128, 64, 256), out_idx=[-1],
+                             target="cuda:sm_90a").get_kernel_source()
+    assert "tl::wgmma_rs<128, half_t, false>(&acc[0], reinterpret_cast<unsigned*>(&w[0])" in src
+    assert not STAGED.search(src) and "A_frag" not in src
+    loop = src[src.index("for (int k = 0;"):]
+    assert loop[:loop.index("tl::wgmma_rs")].count("__syncthreads()") == 1
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu", "cuda-emu:sm_90a"])
+def test_unpacked_operand_results(target, rng):
+    M, N, K = 128, 64, 128
+    wq = rng.integers(0, 256, (M, K // 2), dtype=np.uint8)
+    x = rng.standard_normal((N, K)).astype(np.float16)
+    k = tegula.compile(dequant_gemm(M, N, K, 128, 64, 64, 256), out_idx=[-1], target=target)
+    if target == "cuda-emu:sm_90a":
+        assert not STAGED.search(k.get_kernel_source())
+    ref = _unpack(wq) @ x.astype(np.float64).T
+    assert _rel(k(wq, x), ref) < 1e-3

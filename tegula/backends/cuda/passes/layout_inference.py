@@ -7,7 +7,7 @@ Works in levels (docs/architecture.md, "Layouts"):
    layout for the warp grid its ``policy`` picks).
 2. **propagation**, to a fixed point: through ``T.Parallel`` loops (fragments indexed by the
    loop variables share the layout of the loop; one-dimensional fragments indexed by the first
-   loop variable take the *rows* of it) and through each tile op's ``layout`` rule (reductions
+   loop variable take the *rows* of it; ``X[i, j // c]`` takes its packed columns) and through each tile op's ``layout`` rule (reductions
    along the last dimension: the destination holds the rows of the source; fragment-to-fragment
    copies: one layout).
 3. **free choices** for what is left, in program order: a row layout for 2-d tiles, a flat
@@ -38,16 +38,17 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from tegula.arith.simplify import const_int
 from tegula.errors import LayoutError
 from tegula.ir.buffer import Buffer
-from tegula.ir.expr import BufferLoad, Var
+from tegula.ir.expr import BinOp, BufferLoad, Const, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Copy, For, Gemm, Kernel, PrimFunc,
                             Reduce, TileOp,
                             parallel_nest)
 from tegula.ir.tile_rules import TILE_RULES, tile_rule
 from tegula.ir.visitor import Mutator, Visitor, post_order_visit
-from tegula.layout.fragment import (FlatLayout, Fragment, MmaLayout, Replicated, RowLayout,
-                                    RowsOf, mma_warps)
+from tegula.layout.fragment import (ColsDivided, FlatLayout, Fragment, MmaLayout, Replicated,
+                                    RowLayout, RowsOf, mma_warps)
 from tegula.layout.shared import RowMajor, Swizzled
 from tegula.layout.user import SharedLayout
 from tegula.layout.wgmma import WgmmaLayout, WgmmaShared
@@ -140,11 +141,26 @@ def fragment_accesses(body: Any) -> list[tuple[Buffer, tuple, bool, Any]]:
 
 def loop_pattern(vars_: list[Var], buf: Buffer, idx: tuple) -> Optional[str]:
     """How a fragment is indexed in a parallel loop: "full" (by all loop vars, in order),
-    "rows" (1-d, by the first of two loop vars), or None (anything else)."""
+    "rows" (1-d, by the first of two loop vars), "cols" (``[i, j // c]``, packed columns:
+    :func:`packed_cols` gives ``c``), or None (anything else)."""
     if len(idx) == len(vars_) and all(i is v for i, v in zip(idx, vars_)):
         return "full"
     if len(vars_) == 2 and len(idx) == 1 and idx[0] is vars_[0]:
         return "rows"
+    if packed_cols(vars_, idx) is not None:
+        return "cols"
+    return None
+
+
+def packed_cols(vars_: list[Var], idx: tuple) -> Optional[int]:
+    """``c`` when ``idx`` is ``(i, j // c)`` for the loop variables ``i, j`` and a constant
+    ``c > 1``, else None."""
+    if len(vars_) != 2 or len(idx) != 2 or idx[0] is not vars_[0]:
+        return None
+    j = idx[1]
+    if isinstance(j, BinOp) and j.op == "floordiv" and j.a is vars_[1] and isinstance(j.b, Const) \
+            and isinstance(j.b.value, int) and j.b.value > 1:
+        return int(j.b.value)
     return None
 
 
@@ -265,6 +281,8 @@ def _parallel_loop(plan: LayoutPlan, vars_: list[Var], exts: list[Any], acc: lis
     full = [(b, sp) for b, idx, sp in acc if loop_pattern(vars_, b, idx) == "full"
             and tuple(b.shape) == tuple(exts)]
     rows = [(b, sp) for b, idx, sp in acc if loop_pattern(vars_, b, idx) == "rows"]
+    packed = [(b, sp, packed_cols(vars_, idx)) for b, idx, sp in acc
+              if loop_pattern(vars_, b, idx) == "cols"]
     lay = next((plan.fragments[b] for b, _ in full if b in plan.fragments), None)
     if lay is None:
         parent = next((plan.fragments[b] for b, _ in rows if isinstance(plan.fragments.get(b), RowsOf)), None)
@@ -278,6 +296,10 @@ def _parallel_loop(plan: LayoutPlan, vars_: list[Var], exts: list[Any], acc: lis
     if lay.rows() is not None:
         for b, sp in rows:
             changed |= plan.assign(b, lay.rows(), "T.Parallel", sp)
+    for b, sp, c in packed:
+        cols = ColsDivided.of(lay, c)
+        if cols is not None:
+            changed |= plan.assign(b, cols, "T.Parallel", sp)
     return changed
 
 
@@ -314,6 +336,35 @@ def _gemm_layout(g: Gemm, plan: LayoutPlan) -> bool:
         plan.fragments[g.C.buffer] = want
         return False
     return plan.assign(g.C.buffer, want, "T.gemm", g.span)
+
+
+def gemm_a_register_layout(g: Gemm, c_lay: Fragment) -> Optional[Fragment]:
+    """The layout in which a fragment A operand of ``g`` is used straight from its registers by
+    a gemm whose accumulator has layout ``c_lay`` (None: no such layout): the m16n8k16 A
+    fragment of 16 columns is the accumulator layout of two 8-column slices, so A takes the
+    accumulator's warp grid over its own ``M x K`` shape. Only for a single column of warps
+    (warpgroups), where every warp holds whole rows of A."""
+    a = g.A.buffer
+    if g.transpose_A or a.dtype.bits != 16 or a.ndim != 2 or not isinstance(c_lay, MmaLayout):
+        return None
+    M, K = (int(x) for x in a.shape)
+    if c_lay.wn != 1 or M != c_lay.M or K % 16:
+        return None
+    return type(c_lay)(M, K, c_lay.wm, 1)
+
+
+@tile_rule(Gemm, "layout")
+def _gemm_operand_layout(g: Gemm, plan: LayoutPlan) -> bool:
+    """A fragment A operand with no layout yet takes the one its gemm reads from registers (a
+    free choice would make the gemm stage it through shared memory: dequantized weights)."""
+    a = g.A.buffer
+    c_lay = plan.fragments.get(g.C.buffer)
+    if not a.is_fragment or a in plan.fragments or c_lay is None or g not in plan.gemm_warps:
+        return False
+    if tuple(g.A.extents) != tuple(a.shape) or any(const_int(s) != 0 for s in g.A.starts):
+        return False  # part of a fragment
+    lay = gemm_a_register_layout(g, c_lay)
+    return lay is not None and plan.assign(a, lay, "T.gemm", g.span)
 
 
 @tile_rule(Reduce, "layout")

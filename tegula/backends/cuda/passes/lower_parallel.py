@@ -2,7 +2,8 @@
 
 Each thread runs the iterations its registers hold: the loop is driven by the layout of a
 fragment it indexes with all its variables (in order), unrolled over that thread's registers.
-Other fragments it indexes the same way in the same layout, or by the rows of it, are read
+Other fragments it indexes the same way in the same layout, by the rows of it, or by its packed
+columns (``X[i, j // c]`` in :class:`~tegula.layout.fragment.ColsDivided`), are read
 from registers too; every other fragment access goes through the fragment's shared copy
 (:meth:`~.lowering_context.Ctx.staged`). Loops over no fragment deal their iterations to the
 threads round-robin; loops with a runtime extent become a block-strided serial loop. A loop
@@ -31,8 +32,8 @@ from tegula.ir.stmt import (Break, BufferStore, Continue, Evaluate, For, IfThenE
                             SeqStmt, Stmt, TileOp, While, parallel_nest, seq)
 from tegula.ir.tile_rules import TILE_RULES
 from tegula.ir.visitor import Mutator, post_order_visit, substitute
-from tegula.layout.fragment import FlatLayout, Fragment, unflatten
-from tegula.backends.cuda.passes.layout_inference import fragment_accesses, loop_pattern
+from tegula.layout.fragment import ColsDivided, FlatLayout, Fragment, unflatten
+from tegula.backends.cuda.passes.layout_inference import fragment_accesses, loop_pattern, packed_cols
 from tegula.backends.cuda.passes.lowering_context import Ctx, primary
 
 
@@ -60,6 +61,8 @@ def lower_parallel(ctx: Ctx, loop: For) -> Stmt:
             direct.setdefault(b, "full")
         elif drive is not None and pat == "rows" and drive.rows() is not None and lay.same(drive.rows()):
             direct.setdefault(b, "rows")
+        elif drive is not None and pat == "cols" and _packed_along(lay, drive, packed_cols(vars_, idx)):
+            direct.setdefault(b, ("cols", packed_cols(vars_, idx)))
         elif lay.local_size == 1 and all(isinstance(i, E.Const) for i in idx):
             direct.setdefault(b, "scalar")
         else:
@@ -113,6 +116,12 @@ def _writes_memory(body: Stmt) -> bool:
     return bool(found)
 
 
+def _packed_along(lay: Fragment, drive: Fragment, c: Optional[int]) -> bool:
+    """``lay`` holds, in register ``k // c``, the packed element of ``drive``'s register ``k``."""
+    cols = ColsDivided.of(drive, c) if c else None
+    return cols is not None and lay.same(cols)
+
+
 def _dynamic_parallel(ctx: Ctx, vars_: list[Var], exts: list[Any], body: Stmt) -> Stmt:
     """A parallel loop with a runtime extent: a block-strided loop over the flat index space."""
     acc = _frag_accesses(body)
@@ -147,6 +156,8 @@ class ThreadBody:
             return self.drive.row_local(self.k)  # type: ignore[union-attr]
         if how == "scalar":
             return 0
+        if isinstance(how, tuple) and how[0] == "cols":
+            return self.k // how[1]
         return None
 
     def lower(self, s: Stmt) -> Stmt:
