@@ -134,6 +134,25 @@ def triangle():
 NO_WS = {"tl.disable_warp_specialized": True}
 
 # pass name -> (kernel, target[, pass configs]): every pass of the CUDA pipeline has one
+
+
+def vector_loads():
+    @T.prim_func
+    def main(X: T.Tensor((8, 256), "float16"), Y: T.Tensor((8,), "float32")):
+        with T.Kernel(8, threads=32) as bx:
+            tx = T.get_thread_binding()
+            x = T.alloc_local((8,), "float16")
+            acc = T.alloc_local((1,), "float32")
+            for k in T.vectorized(8):
+                x[k] = X[bx, tx * 8 + k]
+            acc[0] = 0.0
+            for k in T.serial(8):
+                acc[0] += x[k].astype("float32")
+            T.atomic_add(Y[bx], acc[0])
+
+    return main
+
+
 CASES = {
     "Simplify": (index_arith, "cuda:sm_80"),
     "SpecializeMasks": (causal, "cuda:sm_80"),
@@ -148,6 +167,7 @@ CASES = {
     "UseWgmma": (small_gemm, "cuda:sm_90a", NO_WS),
     "WarpSpecialize": (small_gemm, "cuda:sm_90a"),
     "OrderBlocks": (triangle, "cuda:sm_90a"),
+    "VectorizeLoops": (vector_loads, "cuda:sm_80"),
 }
 
 

@@ -19,7 +19,7 @@ from tegula.tools import trace
 from tegula.transform import Dump, Pass, Pipeline, Record, Timing, Verify, pipeline_for
 
 CUDA_NAMES = ["Simplify", "SpecializeMasks", "PipelineCopies", "InferLayouts", "LowerTileOps", "InsertBarriers",
-              "SimplifyLowered", "PlanSharedMemory", "CheckResources"]
+              "SimplifyLowered", "VectorizeLoops", "PlanSharedMemory", "CheckResources"]
 
 
 def scale(n: int = 256):

@@ -24,6 +24,7 @@ from tegula.backends.cuda.passes.plan_shared_memory import plan_shared_memory
 from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
 from tegula.backends.cuda.passes.tma_pipeline import tma_pipeline
 from tegula.backends.cuda.passes.use_wgmma import use_wgmma
+from tegula.backends.cuda.passes.vectorize_loops import vectorize_loops
 from tegula.backends.cuda.passes.warp_specialize import warp_specialize
 
 CUDA_PASSES: tuple[PassSpec, ...] = (
@@ -63,6 +64,9 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
              "barriers wherever threads hand shared memory to each other",
              unless=PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION),
     PassSpec("SimplifyLowered", simplify_stmt, "fold the index arithmetic lowering produced"),
+    # after the index arithmetic is folded, so that offsets show their alignment
+    PassSpec("VectorizeLoops", vectorize_loops,
+             "T.vectorized element copies become 16/8/4-byte vector copies where aligned"),
     PassSpec("PlanSharedMemory", plan_shared_memory,
              "byte offsets of shared buffers; buffers whose lifetimes do not overlap share bytes",
              config_options=(("no_reuse", PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE),
