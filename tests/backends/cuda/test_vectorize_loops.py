@@ -100,3 +100,22 @@ def test_splitk_gemv_results(target, skew, rng):
     ref = b[:, skew:].astype(np.float64) @ a[skew:].astype(np.float64)
     assert np.isfinite(c).all()
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("skew", [0, 1])
+def test_splitk_gemv_on_gpu(skew, rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    N, K = 1024, 4096
+    a = torch.tensor(rng.standard_normal(K + skew), dtype=torch.float16, device="cuda")
+    b = torch.tensor(rng.standard_normal((N, K + skew)), dtype=torch.float16, device="cuda")
+    c = torch.full((N,), float("nan"), device="cuda")
+    k = tegula.compile(splitk_gemv(N, K, skew=skew), target="cuda")
+    assert ("tl::copy_vec<16>" in k.get_kernel_source()) == (skew == 0)
+    k(a, b, c)
+    ref = b[:, skew:].double().cpu().numpy() @ a[skew:].double().cpu().numpy()
+    out = c.double().cpu().numpy()
+    assert np.isfinite(out).all()
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-3

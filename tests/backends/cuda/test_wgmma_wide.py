@@ -228,3 +228,39 @@ def test_unpacked_operand_results(target, rng):
         assert not STAGED.search(k.get_kernel_source())
     ref = _unpack(wq) @ x.astype(np.float64).T
     assert _rel(k(wq, x), ref) < 1e-3
+
+
+# ------------------------------------------------------------------------------- on the GPU
+
+def _sm90a_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tegula.backends.cuda.compiler import detect_arch
+
+    if detect_arch() != "sm_90a":
+        pytest.skip("needs an sm_90a GPU")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B, H, S, D, P", [(2, 128, 1024, 512, 64), (1, 64, 256, 128, 32)])
+def test_latent_decode_on_gpu(B, H, S, D, P, rng):
+    torch = _sm90a_gpu()
+    k = tegula.compile(latent_decode(B, H, S, D, P, 64, 64), out_idx=[-1], target="cuda")
+    assert "wgmma_ss" in k.get_kernel_source()
+    ins = [rng.standard_normal(s).astype(np.float16) for s in ((B, H, D), (B, H, P), (B, S, D), (B, S, P))]
+    out = k(*[torch.tensor(x, device="cuda") for x in ins]).double().cpu().numpy()
+    assert _rel(out, _decode_reference(*ins)) < 5e-3
+
+
+@pytest.mark.gpu
+def test_unpacked_operand_on_gpu(rng):
+    torch = _sm90a_gpu()
+    M, N, K = 512, 384, 512
+    wq = rng.integers(0, 256, (M, K // 2), dtype=np.uint8)
+    x = rng.standard_normal((N, K)).astype(np.float16)
+    k = tegula.compile(dequant_gemm(M, N, K, 128, 128, 128, 256), out_idx=[-1], target="cuda")
+    assert "wgmma_rs" in k.get_kernel_source()
+    out = k(torch.tensor(wq, device="cuda"), torch.tensor(x, device="cuda")).double().cpu().numpy()
+    assert _rel(out, _unpack(wq) @ x.astype(np.float64).T) < 1e-3
