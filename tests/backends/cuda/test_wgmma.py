@@ -19,6 +19,8 @@ from tegula.layout.shared import Swizzled
 from tegula.layout.wgmma import WgmmaLayout, WgmmaShared
 from tegula.passconfig import PassConfigKey
 
+from cuda_gpu_util import sm90a_gpu
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
 
@@ -246,23 +248,12 @@ def test_cuda_emu_on_sm90a_keeps_mma_sync(rng):
 
 # ------------------------------------------------------------------------------- on the GPU
 
-def _sm90a_gpu():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    from tegula.backends.cuda.compiler import detect_arch
-
-    if detect_arch() != "sm_90a":
-        pytest.skip("needs an sm_90a GPU")
-    return torch
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "x".join(map(str, c[:5])) + f"-{c[5]}-{int(c[6])}{int(c[7])}")
 @pytest.mark.parametrize("shape", [(512, 768, 256), (300, 400, 200)])
 @pytest.mark.parametrize("tma", [True, False, "overlap"])
 def test_wgmma_gemm_on_gpu(cfg, shape, tma, rng):
-    torch = _sm90a_gpu()
+    torch = sm90a_gpu()
     bm, bn, bk, st, th, dtype, ta, tb = cfg
     M, N, K = shape
     if tma == "overlap":
@@ -292,7 +283,7 @@ def test_wgmma_gemm_on_gpu(cfg, shape, tma, rng):
 @pytest.mark.parametrize("dim, bm, bn, threads", [(64, 128, 64, 128), (128, 128, 128, 256)])
 @pytest.mark.parametrize("causal", [False, True])
 def test_wgmma_flash_attention_on_gpu(dim, bm, bn, threads, causal):
-    torch = _sm90a_gpu()
+    torch = sm90a_gpu()
     fa = _ex("flash_attention")
     B, H, S = 1, 2, 300
     k = tegula.compile(fa.flash_attention(B, H, S, dim, causal, 1, bm, bn, 2, threads), out_idx=[-1], target="cuda")
@@ -363,7 +354,7 @@ def test_fp8_gemm_with_a_transposed_keeps_cuda_cores(rng):
 @pytest.mark.parametrize("cfg", FP8_CONFIGS, ids=lambda c: "x".join(map(str, c[:5])) + f"-{c[5][-4:]}-{c[6][-4:]}")
 @pytest.mark.parametrize("shape", [(512, 768, 512), (300, 400, 256)])
 def test_fp8_gemm_on_gpu(cfg, shape):
-    torch = _sm90a_gpu()
+    torch = sm90a_gpu()
     bm, bn, bk, st, th, da, db = cfg
     M, N, K = shape
     k = tegula.compile(_fp8_gemm(M, N, K, bm, bn, bk, st, th, da, db), out_idx=[-1], target="cuda")

@@ -17,6 +17,8 @@ import tegula.language as T
 from tegula import config
 from tegula.backends.cuda.compiler import available_backends
 
+from cuda_gpu_util import sm90a_gpu
+
 STAGED = re.compile(r"\w_stage_\d")  # a fragment's shared copy (lowering_context.Ctx.staged)
 needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
 
@@ -232,21 +234,10 @@ def test_unpacked_operand_results(target, rng):
 
 # ------------------------------------------------------------------------------- on the GPU
 
-def _sm90a_gpu():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    from tegula.backends.cuda.compiler import detect_arch
-
-    if detect_arch() != "sm_90a":
-        pytest.skip("needs an sm_90a GPU")
-    return torch
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("B, H, S, D, P", [(2, 128, 1024, 512, 64), (1, 64, 256, 128, 32)])
 def test_latent_decode_on_gpu(B, H, S, D, P, rng):
-    torch = _sm90a_gpu()
+    torch = sm90a_gpu()
     k = tegula.compile(latent_decode(B, H, S, D, P, 64, 64), out_idx=[-1], target="cuda")
     assert "wgmma_ss" in k.get_kernel_source()
     ins = [rng.standard_normal(s).astype(np.float16) for s in ((B, H, D), (B, H, P), (B, S, D), (B, S, P))]
@@ -256,7 +247,7 @@ def test_latent_decode_on_gpu(B, H, S, D, P, rng):
 
 @pytest.mark.gpu
 def test_unpacked_operand_on_gpu(rng):
-    torch = _sm90a_gpu()
+    torch = sm90a_gpu()
     M, N, K = 512, 384, 512
     wq = rng.integers(0, 256, (M, K // 2), dtype=np.uint8)
     x = rng.standard_normal((N, K)).astype(np.float16)
