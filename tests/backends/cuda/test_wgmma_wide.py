@@ -137,6 +137,10 @@ def test_latent_decode_is_wgmma_with_tma_loads(tmp_path):
     assert src.count("tl::tma_load(&kv_s[") == 16  # 8 boxes, prologue and loop
     assert "copy_vec<16>(&kv_s" not in src
     assert "w_" in src and "< 2; ++w_" in src  # partials of 2 warpgroups per row
+    # barriers per step: the stage's, two per reduction (partials written, then freed), and the
+    # one before P.V reads p_s
+    loop = src[src.index("for (int kb = 0;"):]
+    assert loop[:loop.index("\n  }\n")].count("__syncthreads()") == 6
 
 
 @needs_compiler

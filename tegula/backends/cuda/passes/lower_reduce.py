@@ -98,7 +98,11 @@ def _row_reduce(ctx: Ctx, red: Reduce, ls: Any, rows: RowsOf) -> Stmt:
             return seq(BufferStore(acc, (r,), BufferLoad(part, (row * nw,))),
                        For(w, E.const(1), nw - 1, BufferStore(acc, (r,), comb(a, BufferLoad(part, (row * nw + w,)))), "unroll"))
 
-        stmts += [sync(), ctx.unroll("r", rows.local_size, put), sync(),
+        # the barrier after the gather frees the partials for their next writer (this reduction
+        # again, in a loop, or the next reduction, whose partials share these bytes); a buffer
+        # used before them in the same bytes gets its barrier from PlanSharedMemory, so none is
+        # needed before the put
+        stmts += [ctx.unroll("r", rows.local_size, put), sync(),
                   ctx.unroll("r", rows.local_size, gather), sync()]
 
     def write(r: Any) -> Stmt:
