@@ -20,7 +20,7 @@ from tegula.passconfig import PassConfigKey
 from tegula.target import Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_wgmma import _sm90a_gpu  # noqa: E402
+from cuda_gpu_util import sm90a_gpu  # noqa: E402
 
 needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
 
@@ -295,7 +295,7 @@ def test_tma_copy_argument_errors():
                                   lambda: _handoff_gemm(512, 1024, 512, 128, 128, 64, producer=1)],
                          ids=["ring2", "ring3-nreg-ragged", "ring2-bf16", "handoff-p0", "handoff-p1"])
 def test_warp_specialized_gemm_on_gpu(make, rng):
-    torch = _sm90a_gpu()
+    torch = sm90a_gpu()
     f = make()
     M, K = (int(d) for d in f.params[0].shape)
     N = int(f.params[1].shape[1])
@@ -529,7 +529,7 @@ def test_split_kernels_keep_the_barriers_inside_each_role(rng):
 @pytest.mark.parametrize("ws", [True, False])
 @pytest.mark.parametrize("case", ["gemm-fp16", "gemm-bf16-skinny", "attn-d128-causal", "attn-d64"])
 def test_pass_results_on_gpu(case, ws, rng):
-    torch = _sm90a_gpu()
+    torch = sm90a_gpu()
     pc = {PassConfigKey.TEGULA_WARP_SPECIALIZE: ws}
     if case.startswith("gemm"):
         dtype = "bfloat16" if "bf16" in case else "float16"
