@@ -21,7 +21,8 @@ from tegula.target import Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "emu"))
-from test_wgmma import _ex, _gemm, _sm90a_gpu  # noqa: E402
+from cuda_gpu_util import sm90a_gpu  # noqa: E402
+from test_wgmma import _ex, _gemm  # noqa: E402
 from hopper_util import Mutate, sync_statements  # noqa: E402
 
 needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
@@ -229,7 +230,7 @@ def _buffers(low):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [300, 1024])
 def test_softmax_overlap_on_gpu(dim, bm, bn, stages, threads, causal, seq):
-    torch = _sm90a_gpu()
+    torch = sm90a_gpu()
     B, H = 2, 4
     k = tegula.compile(_fa(B, H, seq, dim, causal, 2, bm, bn, stages, threads), out_idx=[-1], target="cuda",
                        pass_configs={PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True})
