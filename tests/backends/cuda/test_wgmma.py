@@ -235,10 +235,12 @@ def test_flash_attention_uses_register_a_wgmma(dim, bm, bn, threads, tmp_path):
         assert "tl::wgmma_ss<" in src and "tl::wgmma_rs<" in src and "mma_m16n8k16" not in src
 
 
-def test_cuda_emu_on_sm90a_keeps_mma_sync(rng):
-    """The emulator runs sm_90a kernels with their gemms on mma.sync (it has no wgmma)."""
+def test_cuda_emu_on_sm90a_runs_the_wgmma_lowering(rng):
+    """The Hopper emulator runs the sm_90a lowering itself: its gemms are wgmma, not mma.sync."""
     f = _gemm(64, 64, 64, 64, 64, 32, 2, 128)
     k = tegula.compile(f, out_idx=[-1], target="cuda-emu:sm_90a")
+    src = k.get_kernel_source()
+    assert "wgmma" in src and "mma.sync" not in src
     a = rng.standard_normal((64, 64)).astype(np.float16)
     b = rng.standard_normal((64, 64)).astype(np.float16)
     c = k(a, b)
