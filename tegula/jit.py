@@ -141,14 +141,13 @@ class JITFunction:
 
     # -- lazy ---------------------------------------------------------------------------------
     def _lazy(self, args: tuple, kwargs: dict, settings: Optional[dict] = None) -> JITKernel:
-        settings = settings or self._defaults()
         try:
             ba = self.signature.bind(*args, **kwargs)
             ba.apply_defaults()
             key = _freeze(dict(ba.arguments))
         except TypeError as e:
             raise ArgumentError(f"{self.func.__name__}(): {e}") from None
-        if settings != self._defaults():
+        if settings is not None and settings != self._defaults():
             key = (key, _freeze(settings))
         k = self._cache.get(key)
         if k is None:
@@ -157,6 +156,7 @@ class JITFunction:
                 raise KernelTypeError(
                     f"@tegula.jit factory '{self.func.__name__}' returned {type(prim).__name__}, "
                     "not a @T.prim_func", hint="return the @T.prim_func defined inside the factory")
+            settings = settings or self._defaults()
             k = self._build(prim, settings["out_idx"], settings)
             self._cache[key] = k
         return k
@@ -180,20 +180,19 @@ class JITFunction:
 
     def _eager_kernel(self, tensors: dict, others: dict, consts: dict,
                       settings: Optional[dict] = None) -> JITKernel:
-        settings = settings or self._defaults()
         for n, t in tensors.items():
             if not A.is_tensor_like(t):
                 raise ArgumentError(f"argument '{n}': expected a tensor, got {type(t).__name__}")
         key = (_freeze(others), _freeze(consts),
                tuple((n, str(t.dtype), len(t.shape)) for n, t in tensors.items()))
-        if settings != self._defaults():
+        if settings is not None and settings != self._defaults():
             key = key + (_freeze(settings),)
         for constraints, kernel in self._cache.get(key, ()):
             if all(int(tensors[n].shape[d]) == v for (n, d), v in constraints.items()):
                 return kernel
         info = {n: (tuple(int(s) for s in t.shape), str(t.dtype)) for n, t in tensors.items()}
         tr = trace_eager(self.func, others, info, consts)
-        kernel = self._build(tr.func, tr.out_idx, settings)
+        kernel = self._build(tr.func, tr.out_idx, settings or self._defaults())
         constraints = {}
         for p in tr.func.params:
             if isinstance(p, Buffer) and p.name in tensors:
