@@ -15,9 +15,9 @@ import ast
 import difflib
 import functools
 import inspect
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from tegula.errors import ArgumentError, KernelTypeError
+from tegula.errors import ArgumentError, ConfigError, KernelTypeError
 from tegula.ir.buffer import Buffer
 from tegula.ir.stmt import PrimFunc
 from tegula.language.parser import Source
@@ -46,7 +46,15 @@ def _with_flags(pass_configs: Optional[dict], compile_flags: Any) -> Optional[di
     """``pass_configs`` with ``compile_flags`` appended to its ``tl.device_compile_flags``."""
     if not compile_flags:
         return pass_configs
-    flags = compile_flags.split() if isinstance(compile_flags, str) else [str(f) for f in compile_flags]
+    if isinstance(compile_flags, str):
+        flags = compile_flags.split()
+    elif isinstance(compile_flags, (list, tuple)):
+        flags = [str(f) for f in compile_flags]
+    else:
+        raise ConfigError(f"compile_flags must be a string or a list of strings, got "
+                          f"{type(compile_flags).__name__}", hint='e.g. compile_flags="-O3 -lineinfo"')
+    if pass_configs is not None and not isinstance(pass_configs, Mapping):
+        return pass_configs  # not a dict: check_pass_configs reports it when the kernel is built
     cfg = dict(pass_configs or {})
     old = cfg.get("tl.device_compile_flags") or []
     cfg["tl.device_compile_flags"] = (old.split() if isinstance(old, str) else list(old)) + flags
@@ -109,7 +117,8 @@ class JITFunction:
                                 hint="leave out_idx out, or return the outputs from the body")
         cfg = self.pass_configs
         if given.get("pass_configs"):
-            cfg = {**(cfg or {}), **given["pass_configs"]}
+            cfg = {**(cfg or {}), **given["pass_configs"]} if isinstance(given["pass_configs"], Mapping) \
+                else given["pass_configs"]  # not a dict: reported as for the decorator's
         settings = {"target": given.get("target", self.target),
                     "pass_configs": _with_flags(cfg, given.get("compile_flags")),
                     "pipeline": given.get("pipeline", self.pipeline),
