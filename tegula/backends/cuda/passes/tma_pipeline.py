@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
+from tegula.arith.simplify import const_int
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
@@ -77,8 +78,6 @@ def tma_copy_ok(c: Copy) -> bool:
         return False
     if len(t.shape) < 2 or any(not (isinstance(e, int) and e == 1) for e in dst.extents[:-2]):
         return False
-    from tegula.arith.simplify import const_int
-
     if any(const_int(s) != 0 or e != d for (s, e), d in zip(dst.ranges[-2:], t.shape[-2:])):
         return False
     eb = g.dtype.itemsize
