@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tegula.arith.simplify import const_int
-from tegula.errors import LayoutError
+from tegula.errors import LayoutError, UnsupportedError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BinOp, BufferLoad, Const, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Copy, For, Gemm, Kernel, PrimFunc,
@@ -177,8 +177,6 @@ def layout_threads(kernel: Kernel) -> int:
     """The threads that fragments are spread over: the block's, or in a warp-specialized kernel
     (``T.ws`` regions) the threads of the regions that compute on fragments, where every fragment
     must then live."""
-    from tegula.errors import UnsupportedError
-
     sizes: set = set()
     outside: list = []
     regions: list = []
