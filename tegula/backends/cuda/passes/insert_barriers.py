@@ -23,11 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from tegula.ir import dtype as dt
-from tegula.ir.expr import Builtin, BufferLoad, Var
+from tegula.ir.expr import Builtin, BufferLoad, Var, const
 from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel,
-                            LetStmt, PrimFunc,
-                            SeqStmt, Stmt, While, seq)
-from tegula.ir.expr import const
+                            LetStmt, PrimFunc, SeqStmt, Stmt, While, seq)
 from tegula.ir.visitor import Mutator, Visitor, uses_var
 
 _READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::wgmma_desc": (0,)}
@@ -118,6 +116,12 @@ class _State:
         self.reads |= reads
         self.writes |= writes
 
+    def merge(self, other: "_State") -> None:
+        """Add what ``other`` has pending (the state of another path to this point)."""
+        self.add(other.reads, other.writes)
+        self.region_reads |= other.region_reads
+        self.region_writes |= other.region_writes
+
     def clear(self) -> None:
         self.reads, self.writes = set(), set()
         self.region_reads, self.region_writes = set(), set()
@@ -179,9 +183,7 @@ class _Inserter:
             if _head_conflicts(body, st, self.is_sync) and not (isinstance(s.extent, int) and s.extent <= 1):
                 body.append(self.sync())
                 st.clear()
-            st.add(before.reads, before.writes)  # the loop may not run at all
-            st.region_reads |= before.region_reads
-            st.region_writes |= before.region_writes
+            st.merge(before)  # the loop may not run at all
             return out + [For(s.var, s.start, s.extent, seq(*body), s.kind, s.step, dict(s.annotations),
                               span=s.span)]
         if isinstance(s, IfThenElse) and _region_pair(s):  # WarpSpecialize's roles, one per side
@@ -193,9 +195,7 @@ class _Inserter:
             st_else = st.copy()
             then = self.block(_stmts(s.then), st)
             els = self.block(_stmts(s.else_), st_else) if s.else_ is not None else None
-            st.add(st_else.reads, st_else.writes)
-            st.region_reads |= st_else.region_reads
-            st.region_writes |= st_else.region_writes
+            st.merge(st_else)
             return [IfThenElse(s.cond, seq(*then), seq(*els) if els is not None else None, span=s.span)]
         if isinstance(s, While) and self.uniform(s.cond):
             body = self.block(_stmts(s.body), st)
