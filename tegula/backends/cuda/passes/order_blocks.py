@@ -24,9 +24,9 @@ from tegula.ir.visitor import Mutator, post_order_visit, substitute
 def _longer_last(k: Kernel) -> bool:
     """The kernel's pipelined loop has a static trip count at every ``bx``, larger at the last
     ``bx`` than at the first."""
-    if not k.grid or const_int(E.as_expr(k.grid[0])) is None or not k.block_vars or k.annotations.get("swizzle"):
+    gx = const_int(E.as_expr(k.grid[0])) if k.grid else None
+    if gx is None or gx < 2 or not k.block_vars or k.annotations.get("swizzle"):
         return False
-    gx = const_int(E.as_expr(k.grid[0]))
     bx = k.block_vars[0]
     lets: dict = {}
     body = list(k.body.stmts) if isinstance(k.body, SeqStmt) else [k.body]
@@ -38,7 +38,7 @@ def _longer_last(k: Kernel) -> bool:
             loops.append(substitute(E.as_expr(s.extent), lets))
     inner: list = []
     post_order_visit(k.body, lambda n: inner.append(n) if isinstance(n, For) and n.kind == "pipelined" else None)
-    if len(loops) != 1 or len(inner) != 1 or gx is None or gx < 2:
+    if len(loops) != 1 or len(inner) != 1:
         return False
     first = const_int(simplify(substitute(loops[0], {bx: 0})))
     last = const_int(simplify(substitute(loops[0], {bx: gx - 1})))
