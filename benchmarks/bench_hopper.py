@@ -231,47 +231,76 @@ def attention_section(args):
 
 
 def fp8_section(args):
-    """FP8 GEMM (e4m3 x e4m3 -> bf16, float32 accumulation) against torch._scaled_mm."""
-    sys.path.insert(0, str(ROOT / "tests" / "backends" / "cuda"))
-    from test_wgmma import _fp8_gemm
+    """FP8 GEMM (e4m3 x e4m3 -> bf16, float32 accumulation) against torch._scaled_mm: the plain
+    kernel (examples/gemm_fp8.py) over the tile configurations, then at the best one without
+    RasterBlocks and with other strip widths, the periodic promotion (2xAcc) with and without
+    WarpSpecialize, and the fused epilogue (row and column scales, bias, SiLU)."""
+    import gemm_fp8 as ex
+
+    def lazy(*a, pass_configs=None, **kw):
+        return tegula.compile(ex.matmul_fp8.__wrapped__(*a, **kw), out_idx=[-1], target="cuda", pass_configs=pass_configs)
 
     rows = []
     configs = [(128, 256, 128, 4, 256), (128, 256, 128, 3, 256), (256, 128, 128, 3, 256), (128, 128, 128, 4, 256)]
+    configs = configs[:args.configs] if args.configs else configs
+    promote_configs = [(128, 128, 128, 4, 256), (128, 192, 128, 4, 256)]
     one = torch.tensor(1.0, device="cuda")
     for n in ([4096] if args.quick else [4096, 8192]):
         a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-        ref = (a.float() @ b.float().T).double()
+        ref = (a.double() @ b.double().T)
         flops = 2 * n ** 3
         row = {"shape": f"{n}^3"}
         t = _try("torch._scaled_mm", lambda: bench(lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16)))
         if t:
             row["scaled_mm_tflops"] = flops / t / 1e9
-        best = None
-        for c in configs:
-            k = _try(f"fp8 {n} {c}", lambda: tegula.compile(_fp8_gemm(n, n, n, *c), out_idx=[-1], target="cuda"))
+
+        def timed(label, cfg, inputs=(a, b), want=ref, pc=None, **kw):
+            k = _try(f"fp8 {n} {label} {cfg}", lambda: lazy(n, n, n, *cfg, pass_configs=pc, **kw))
             if k is None:
-                continue
-            err = rel_err(k(a, b), ref)
-            tk = bench(lambda: k(a, b))
-            print(f"  fp8 {n} {c}: {flops / tk / 1e9:7.1f} TFLOP/s err {err:.2e}")
-            if err < 1e-2 and (best is None or tk < best[0]):
-                best = (tk, c)
-        # the first configuration without WarpSpecialize (TmaPipeline with its overlap)
-        k = _try(f"fp8 {n} no_ws", lambda: tegula.compile(_fp8_gemm(n, n, n, *configs[0]), out_idx=[-1], target="cuda",
-                                                           pass_configs=NO_WS))
-        if k is not None and rel_err(k(a, b), ref) < 1e-2:
-            row["no_ws_tflops"] = flops / bench(lambda: k(a, b)) / 1e9
-            print(f"  fp8 {n} {configs[0]} no_ws: {row['no_ws_tflops']:7.1f} TFLOP/s")
-        if best:
-            row["tegula_tflops"] = flops / best[0] / 1e9
-            row["tegula_config"] = "x".join(map(str, best[1]))
-            if row.get("scaled_mm_tflops"):
-                row["vs_scaled_mm"] = row["tegula_tflops"] / row["scaled_mm_tflops"]
+                return None
+            err = rel_err(k(*inputs), want)
+            if err >= 1e-2:
+                print(f"  fp8 {n} {label} {cfg}: WRONG, relative error {err:.2e}")
+                return None
+            tk = flops / bench(lambda: k(*inputs)) / 1e9
+            print(f"  fp8 {n} {label} {cfg}: {tk:7.1f} TFLOP/s err {err:.2e}")
+            return tk
+
+        def best_of(label, cfgs, **kw):
+            got = [(tk, c) for c in cfgs for tk in [timed(label, c, **kw)] if tk]
+            if got:
+                tk, c = max(got)
+                row[f"{label}_tflops"], row[f"{label}_config"] = tk, "x".join(map(str, c))
+                return c
+            return None
+
+        best = best_of("tegula", configs)
+        if best and row.get("scaled_mm_tflops"):
+            row["vs_scaled_mm"] = row["tegula_tflops"] / row["scaled_mm_tflops"]
+        for label, pc in (("no_raster", {PassConfigKey.TEGULA_BLOCK_RASTER: 0}), ("no_ws", NO_WS),
+                          *((f"raster_{p}", {PassConfigKey.TEGULA_BLOCK_RASTER: p}) for p in args.fp8_panels)):
+            if best and label not in args.skip:
+                tk = timed(label, best, pc=pc)
+                if tk:
+                    row[f"{label}_tflops"] = tk
+        if "promote" not in args.skip:  # 2xAcc: one promotion per 128 elements of K
+            best_of("promote", promote_configs, promote=1)
+            best_of("promote_ws", promote_configs, promote=1, pc={PassConfigKey.TEGULA_WARP_SPECIALIZE: True})
+        if best and "epilogue" not in args.skip:
+            sa = torch.rand(n, device="cuda") + 0.5
+            sb = torch.rand(n, device="cuda") + 0.5
+            bias = torch.randn(n, device="cuda")
+            v = ref * sa.double()[:, None] * sb.double()[None, :] + bias.double()[None, :]
+            tk = timed("epilogue", best, inputs=(a, b, sa, sb, bias), want=v * torch.sigmoid(v), scale_rows=True,
+                       scale_cols=True, bias=True, activation="silu")
+            if tk:
+                row["epilogue_tflops"] = tk
         rows.append(row)
         print(row)
-    table("FP8 GEMM (TFLOP/s)", rows, ["shape", "scaled_mm_tflops", "no_ws_tflops", "tegula_tflops", "tegula_config",
-                                       "vs_scaled_mm"])
+    table("FP8 GEMM (TFLOP/s)", rows, ["shape", "scaled_mm_tflops", "tegula_tflops", "tegula_config", "vs_scaled_mm",
+                                       "no_raster_tflops", "no_ws_tflops", "promote_tflops", "promote_config",
+                                       "promote_ws_tflops", "epilogue_tflops"])
     return rows
 
 
@@ -299,10 +328,12 @@ def main() -> None:
     p.add_argument("--skip", default="", help="labels left out, e.g. mma_sync,wgmma_cpasync")
     p.add_argument("--configs", type=int, default=0, help="try only the first N configurations")
     p.add_argument("--attn-seq", default="4096", help="attention sequence lengths (16384: batch 1)")
+    p.add_argument("--fp8-panels", default="", help="FP8: RasterBlocks strip widths to try beside the default")
     p.add_argument("--attn-configs", default="", help="attention configurations, e.g. 128x128x2x256,128x128x3x256")
     args = p.parse_args()
     args.skip = set(filter(None, args.skip.split(",")))
     args.attn_seq = [int(x) for x in args.attn_seq.split(",")]
+    args.fp8_panels = [int(x) for x in args.fp8_panels.split(",") if x]
     RESULTS["device"] = torch.cuda.get_device_name(0)
     RESULTS["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     from tegula.backends.cuda.compiler import detect_arch

@@ -119,6 +119,9 @@ class PassConfigKey(str, enum.Enum):
     TEGULA_SOFTMAX_OVERLAP = "tegula.softmax_overlap"
     # sm_90a: keep blockIdx.x in order where the pipelined loop grows with it (OrderBlocks off)
     TEGULA_DISABLE_BLOCK_ORDER = "tegula.disable_block_order"
+    # sm_90a: GEMM-shaped kernels launch their blocks in strips of this many columns for L2 reuse
+    # (RasterBlocks); 0 / False: launch order, unset: the width that makes a wave square in bytes
+    TEGULA_BLOCK_RASTER = "tegula.block_raster"
     # blocks per SM the CUDA compiler must leave room for (the second __launch_bounds__ value):
     # caps registers per thread at 65536 / (threads * value)
     TEGULA_MIN_BLOCKS_PER_SM = "tegula.min_blocks_per_sm"
@@ -154,6 +157,7 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TL_DISABLE_WARP_SPECIALIZED: "CUDA sm_90a: skip the WarpSpecialize pass",
     K.TEGULA_WARP_SPECIALIZE: "CUDA sm_90a: WarpSpecialize on (True) or off (False) for every loop it can take",
     K.TEGULA_DISABLE_BLOCK_ORDER: "CUDA sm_90a: skip OrderBlocks (longest blocks first)",
+    K.TEGULA_BLOCK_RASTER: "CUDA sm_90a: RasterBlocks' strip width for GEMM-shaped grids (0: launch order)",
     K.TEGULA_SOFTMAX_OVERLAP: "CUDA sm_90a: TmaPipeline runs attention's second gemm beside the next softmax (True / False)",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",

@@ -21,6 +21,7 @@ from tegula.backends.cuda.passes.layout_inference import infer_layouts_pass
 from tegula.backends.cuda.passes.lower_tile_ops import lower_tile_ops
 from tegula.backends.cuda.passes.order_blocks import order_blocks
 from tegula.backends.cuda.passes.plan_shared_memory import plan_shared_memory
+from tegula.backends.cuda.passes.raster_blocks import raster_blocks
 from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
 from tegula.backends.cuda.passes.tma_pipeline import tma_pipeline
 from tegula.backends.cuda.passes.use_wgmma import use_wgmma
@@ -35,6 +36,10 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
     PassSpec("OrderBlocks", order_blocks,
              "blocks whose pipelined loop grows with blockIdx.x start longest first",
              unless=PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER, archs=("sm_90a",)),
+    # after OrderBlocks, whose kernels keep its order
+    PassSpec("RasterBlocks", raster_blocks,
+             "GEMM-shaped grids launch in strips of columns, so the blocks running at once share tiles in L2",
+             archs=("sm_90a",), config_options=(("panel", PassConfigKey.TEGULA_BLOCK_RASTER),)),
     # before TmaPipeline: the loops it takes are no longer T.Pipelined
     PassSpec("WarpSpecialize", warp_specialize,
              "a pipelined loop of TMA loads split: a producer warpgroup loads, the kernel's threads compute",
