@@ -193,3 +193,24 @@ def render(name: str) -> str:
 def path_of(name: str) -> Path:
     return GOLDEN / f"{name}.txt"
 
+
+
+def wide_gemm():
+    @T.prim_func
+    def main(A: T.Tensor((4096, 4096), "float16"), B: T.Tensor((4096, 4096), "float16"),
+             C: T.Tensor((4096, 4096), "float32")):
+        with T.Kernel(64, 64, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(128, num_stages=3):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 64, bx * 64])
+
+    return main
+
+
+CASES["RasterBlocks"] = (wide_gemm, "cuda:sm_90a")

@@ -1,22 +1,25 @@
 """RasterBlocks (sm_90a): a GEMM-shaped kernel (a 2-d grid whose pipelined loop loads one operand
-tile chosen by ``blockIdx.x`` and another chosen by ``blockIdx.y``) is launched in strips of
-``P`` columns, the blocks of a strip walked row by row (what ``T.use_swizzle(P)`` writes), so the
-blocks the GPU runs at once share operand tiles in L2 instead of sweeping all of ``B`` for every
-few rows of ``A``. Blocks are independent, so nothing changes in meaning; kernels that choose
-their own order (``T.use_swizzle``, OrderBlocks) are left alone.
+tile chosen by ``blockIdx.x`` and another chosen by ``blockIdx.y``) whose operands do not fit in
+L2 is launched in strips of ``P`` columns, the blocks of a strip walked row by row (what
+``T.use_swizzle(P)`` writes): the blocks the GPU runs at once then share operand tiles in L2,
+and a strip's x-tiles stay there for all its rows, instead of every few rows of ``A`` sweeping
+all of ``B``. Blocks are independent, so nothing changes in meaning; kernels that choose their own
+order (``T.use_swizzle``, OrderBlocks) are left alone, and so are kernels whose operands fit in
+L2 (:data:`L2_BYTES`), where launch order measured faster.
 
-``P`` makes the wave of blocks that run together about square in bytes: a wave of ``W`` blocks
+``P`` is half the width that makes a wave square in bytes: a wave of ``W`` blocks
 (:data:`WAVE_BLOCKS`, one per SM) in strips of ``P`` columns reads ``P`` x-tiles of ``b`` bytes
-each and ``W / P`` y-tiles of ``a`` bytes, and ``P * b = (W / P) * a`` gives
-``P = sqrt(W * a / b)``, where ``a`` and ``b`` are the bytes one k-step copies per y- and per
-x-tile (the k extent cancels). Grids no wider than ``P`` keep their order.
-``tegula.block_raster`` sets ``P`` for every such kernel (0 or False: off).
+per k-step and ``W / P`` y-tiles of ``a`` bytes, square at ``P = sqrt(W * a / b)`` (the k
+extent cancels). Measured on an H200 (fp8 8192^3, 128x256 tiles, BENCHMARKS.md): the square
+wave (P = 8) ran at 1210 TFLOP/s, half its width (P = 4) at 1319, launch order at 1167.
+Grids no wider than ``P`` keep their order. ``tegula.block_raster`` sets ``P`` for every
+GEMM-shaped kernel, whatever its size (0 or False: off).
 
-Before/after (64 x 64 tiles of fp16, grid 16 x 16)::
+Before/after (64 x 64 tiles of fp16, grid 64 x 64, K = 4096)::
 
-    with T.Kernel(16, 16, threads=128) as (bx, by):     with T.Kernel(16, 16, threads=128) as (bx, by):
-                                                            T.use_swizzle(11, order="row")
-        for k in T.Pipelined(32, num_stages=3):             for k in T.Pipelined(32, num_stages=3):
+    with T.Kernel(64, 64, threads=128) as (bx, by):     with T.Kernel(64, 64, threads=128) as (bx, by):
+                                                            T.use_swizzle(6, order="row")
+        for k in T.Pipelined(128, num_stages=3):            for k in T.Pipelined(128, num_stages=3):
             T.copy(A[by * 64, k * 32], A_s)                     T.copy(A[by * 64, k * 32], A_s)
             T.copy(B[k * 32, bx * 64], B_s)                     T.copy(B[k * 32, bx * 64], B_s)
 """
@@ -33,6 +36,8 @@ from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
 
 # blocks of one wave: one 1-block-per-SM GEMM tile per SM of an H100 / H200 SXM (132 SMs)
 WAVE_BLOCKS = 132
+# L2 of an H100 (the H200 has 60 MB): operands smaller than this stay in L2 in any block order
+L2_BYTES = 50 * 2**20
 
 
 def _tile_bytes(c: Copy) -> Optional[int]:
@@ -45,18 +50,20 @@ def _tile_bytes(c: Copy) -> Optional[int]:
     return n
 
 
-def operand_bytes(k: Kernel) -> Optional[tuple[int, int]]:
+def operand_bytes(k: Kernel) -> Optional[tuple[int, int, Optional[int]]]:
     """(bytes per k-step of the tiles chosen by ``blockIdx.y`` alone, of those chosen by
-    ``blockIdx.x`` alone) that the kernel's pipelined loops copy from global memory, or None when
-    either is missing or not static."""
+    ``blockIdx.x`` alone, k-steps of the loop or None when not static) that the kernel's
+    pipelined loop copies from global memory, or None when either kind is missing or not static
+    or there is not one pipelined loop."""
     bx, by = k.block_vars[0], k.block_vars[1]
     loops: list = []
     lets: dict = {}  # index lets (``m0 = by * 128``) seen through
     post_order_visit(k.body, lambda n: loops.append(n) if isinstance(n, For) and n.kind == "pipelined" else None)
     post_order_visit(k.body, lambda n: lets.__setitem__(n.var, n.value) if isinstance(n, LetStmt) else None)
+    if len(loops) != 1:
+        return None
     copies: list = []
-    for loop in loops:
-        post_order_visit(loop.body, lambda n: copies.append(n) if isinstance(n, Copy) else None)
+    post_order_visit(loops[0].body, lambda n: copies.append(n) if isinstance(n, Copy) else None)
     a = b = 0
     for c in copies:
         if not (c.src.buffer.is_global and c.dst.buffer.is_shared):
@@ -72,7 +79,7 @@ def operand_bytes(k: Kernel) -> Optional[tuple[int, int]]:
             a += size
         else:
             b += size
-    return (a, b) if a and b else None
+    return (a, b, const_int(E.as_expr(loops[0].extent))) if a and b else None
 
 
 def raster_panel(k: Kernel, panel=None) -> int:
@@ -84,10 +91,16 @@ def raster_panel(k: Kernel, panel=None) -> int:
     grid = [const_int(E.as_expr(g)) for g in k.grid]
     if any(g is None for g in grid) or grid[0] < 2 or grid[1] < 2 or any(g != 1 for g in grid[2:]):
         return 0
-    ab = operand_bytes(k)
-    if ab is None:
+    got = operand_bytes(k)
+    if got is None:
         return 0
-    p = int(panel) if panel is not None else max(1, round(math.sqrt(WAVE_BLOCKS * ab[0] / ab[1])))
+    a, b, steps = got
+    if panel is not None:
+        p = int(panel)
+    elif steps is not None and (a * grid[1] + b * grid[0]) * steps <= L2_BYTES:
+        return 0
+    else:
+        p = round(math.sqrt(WAVE_BLOCKS * a / b) / 2)
     return p if 1 < p < grid[0] else 0
 
 

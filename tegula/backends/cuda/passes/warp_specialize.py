@@ -92,22 +92,57 @@ def _gemm_loop(consumers: list) -> bool:
     return any(isinstance(c, Gemm) for c in consumers) and all(isinstance(c, (Gemm, LetStmt)) for c in consumers)
 
 
+# Smallest accumulator tile per block of 256 threads the pass takes by default for a promoting loop
+# (gemms, then register code that adds the accumulator into a second one and clears it: TileLang's
+# 2xAcc FP8 GEMM). Measured on an H200 (BENCHMARKS.md, fp8 4096^3 / 8192^3): 128x128 +16% / +4%,
+# 128x192 +20% / +17% split; one warpgroup's promotion runs while the other's wgmma computes.
+WS_PROMOTE_MIN_ELEMS = 128 * 128
+
+
+def _touches_shared(s: Stmt) -> bool:
+    found: list = []
+
+    def visit(n: Any) -> None:
+        buf = getattr(n, "buffer", None)
+        if isinstance(buf, Buffer) and buf.is_shared:
+            found.append(n)
+
+    post_order_visit(s, visit)
+    return bool(found)
+
+
+def _promoting_loop(consumers: list) -> bool:
+    """Gemms of shared tiles, then code that touches no shared memory (fragment arithmetic,
+    global reads of scales): the periodic promotion of an FP8 GEMM. Its accumulators are read in
+    the same iteration, so it runs without the overlap. (Attention is not one: a gemm follows
+    its softmax.)"""
+    work = [c for c in consumers if not isinstance(c, LetStmt)]
+    n = next((i for i, c in enumerate(work) if not isinstance(c, Gemm)), len(work))
+    gemms, rest = work[:n], work[n:]
+    return (bool(gemms) and bool(rest) and all(g.A.buffer.is_shared and g.B.buffer.is_shared for g in gemms)
+            and not any(isinstance(c, Gemm) or _touches_shared(c) for c in rest))
+
+
 def _max_elems(consumers: list) -> int:
     return max((tile_numel(g.C.extents) for g in consumers if isinstance(g, Gemm)), default=0)
 
 
-def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bool]) -> tuple[bool, bool]:
+def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bool],
+            threads: int = 0) -> tuple[bool, bool]:
     """(split the loop, keep one k-tile of wgmma in flight in the consumers) for a loop the pass
     can take. ``overlap`` (``tegula.wgmma_overlap``) forces the second on or off for loops of
     gemms. By default, measured on an H200 (BENCHMARKS.md): split loops of gemms over tiles up to
     64x128 without overlap (+12% for the 64-row tiles of M = 64), and over tiles of at least
-    128x256 with it; leave 128x128 tiles of 128 threads (-32% split) and attention (-5..-22%:
-    the softmax between the gemms) to TmaPipeline."""
+    128x256 with it; split promoting loops (:func:`_promoting_loop`) of 256 threads over tiles
+    of at least 128x128 without it; leave 128x128 tiles of 128 threads (-32% split) and
+    attention (-5..-22%: the softmax between the gemms) to TmaPipeline."""
     gemm_loop = _gemm_loop(consumers)
     elems = _max_elems(consumers)
     ov = gemm_loop and (overlap if overlap is not None else elems >= WS_OVERLAP_MIN_ELEMS)
     if force is not None:
         return bool(force), bool(force) and ov
+    if _promoting_loop(consumers):
+        return threads == 256 and elems >= WS_PROMOTE_MIN_ELEMS, False
     if not gemm_loop:
         return False, False
     if elems >= WS_OVERLAP_MIN_ELEMS:
@@ -137,7 +172,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     S, producers, consumers = parts
     if not all(tma_copy_ok(p) for p in producers):
         return None
-    split, ov = _wanted(S, consumers, force, overlap)
+    split, ov = _wanted(S, consumers, force, overlap, T)
     if not split:
         return None
     pinned = k.annotations.get("layout_map") or {}
