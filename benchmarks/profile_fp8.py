@@ -1,11 +1,12 @@
-"""One launch each of tegula's FP8 GEMM (examples/gemm_fp8.py; in launch order and with
-RasterBlocks) and of ``torch._scaled_mm``, each inside an NVTX range ``prof/<label>`` so that a
-profiler picks those launches alone:
+"""One launch each of tegula's FP8 GEMM (examples/gemm_fp8.py) in launch order, with the default
+RasterBlocks and with strips of 8, and of ``torch._scaled_mm``, at 8192^3, then the default and
+``torch._scaled_mm`` at 4096^3; each launch inside the NVTX range ``prof`` (the label nested in
+it) so that a profiler picks those launches alone, in this order:
 
     ncu --nvtx --nvtx-include "prof/" --set full --clock-control none -o OUT/fp8 \\
-        python benchmarks/profile_fp8.py [N] [CONFIG]
+        python benchmarks/profile_fp8.py [CONFIG]
 
-N defaults to 8192, CONFIG to 128x256x128x4x256 (block M, N, K, stages, threads).
+CONFIG defaults to 128x256x128x4x256 (block M, N, K, stages, threads).
 """
 from __future__ import annotations
 
@@ -24,29 +25,31 @@ from tegula.passconfig import PassConfigKey  # noqa: E402
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 8192
-    cfg = tuple(int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "128x256x128x4x256").split("x"))
-    def lazy(*a, pass_configs=None, **kw):
-        return tegula.compile(ex.matmul_fp8.__wrapped__(*a, **kw), out_idx=[-1], target="cuda", pass_configs=pass_configs)
+    cfg = tuple(int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "128x256x128x4x256").split("x"))
 
-    a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
-    b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    def build(n, pass_configs=None):
+        return tegula.compile(ex.matmul_fp8.__wrapped__(n, n, n, *cfg), out_idx=[-1], target="cuda",
+                              pass_configs=pass_configs)
+
     one = torch.tensor(1.0, device="cuda")
-    runs = {"tegula_launch_order": lazy(n, n, n, *cfg, pass_configs={PassConfigKey.TEGULA_BLOCK_RASTER: 0}),
-            "tegula_raster": lazy(n, n, n, *cfg)}
-    for k in runs.values():
-        k(a, b)  # loaded and warm before the profiled launch
-    torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16)
-    torch.cuda.synchronize()
-    for label, k in runs.items():
-        torch.cuda.nvtx.range_push(f"prof/{label}")
-        k(a, b)
-        torch.cuda.nvtx.range_pop()
-    torch.cuda.nvtx.range_push("prof/scaled_mm")
-    torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16)
-    torch.cuda.nvtx.range_pop()
-    torch.cuda.synchronize()
-    print("RESULT done")
+    for n, variants in ((8192, {"launch_order": {PassConfigKey.TEGULA_BLOCK_RASTER: 0}, "default": None,
+                                "raster_8": {PassConfigKey.TEGULA_BLOCK_RASTER: 8}}),
+                        (4096, {"default": None})):
+        a = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+        runs = {f"tegula_{label}_{n}": build(n, pc) for label, pc in variants.items()}
+        runs[f"scaled_mm_{n}"] = lambda: torch._scaled_mm(a, b.t(), one, one, out_dtype=torch.bfloat16)
+        for label, k in runs.items():
+            (k() if label.startswith("scaled_mm") else k(a, b))  # loaded and warm before the profiled launch
+        torch.cuda.synchronize()
+        for label, k in runs.items():
+            torch.cuda.nvtx.range_push("prof")
+            torch.cuda.nvtx.range_push(label)
+            (k() if label.startswith("scaled_mm") else k(a, b))
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.synchronize()
+            print("RESULT", label)
 
 
 if __name__ == "__main__":

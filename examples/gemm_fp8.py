@@ -141,8 +141,8 @@ def random_inputs(M, N, K, in_dtype="float8_e4m3", seed=0, scale_rows=False, sca
     a = rng.standard_normal((M, K)).astype(np.float32).astype(fp8)
     b = rng.standard_normal((N, K)).astype(np.float32).astype(fp8)
     vec = {}
-    if scale_rows:
-        vec["sa"] = rng.uniform(0.5, 2.0, M).astype(np.float32)
+    if scale_rows:  # dequantization scales: products of order 1
+        vec["sa"] = (rng.uniform(0.5, 2.0, M) / math.sqrt(K)).astype(np.float32)
     if scale_cols:
         vec["sb"] = rng.uniform(0.5, 2.0, N).astype(np.float32)
     if bias:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 ALL = ["elementwise_add", "softmax", "gemm", "flash_attention", "rmsnorm", "gemm_int8", "write_a_pass",
-       "splitk_gemm", "quantize", "linear_macro"]
+       "splitk_gemm", "quantize", "linear_macro", "gemm_fp8"]
 
 
 def test_every_example_is_listed(examples_dir):
@@ -141,6 +141,13 @@ def test_quantize_zero_row(example, rng):
 @pytest.mark.parametrize("M, N, K", [(64, 64, 64), (50, 30, 70)])
 def test_linear_macro(example, seed, M, N, K):
     assert example("linear_macro").main(M, N, K, target="cpu", seed=seed) < 0.05
+
+
+@pytest.mark.parametrize("promote, activation", [(0, None), (1, "silu"), (2, "gelu")])
+def test_gemm_fp8(example, seed, promote, activation):
+    # K = 320: five k-tiles of 64, so promoting every 2 leaves a tail
+    assert example("gemm_fp8").main(64, 128, 320, target="cpu", seed=seed, promote=promote,
+                                     activation=activation) < 1e-6
 
 
 @pytest.mark.parametrize("name", ["elementwise_add", "softmax", "rmsnorm"])

@@ -37,6 +37,8 @@ CASES = {
     "splitk": lambda: ex("splitk_gemm").splitk_matmul(128, 128, 256),
     "quantize": lambda: ex("quantize").quantize_rows(64, 128),
     "linear_macro": lambda: ex("linear_macro").linear(64, 64, 64),
+    "gemm_fp8": lambda: ex("gemm_fp8").matmul_fp8.__wrapped__(256, 256, 256, 64, 128, 64, 2, 128, promote=1,
+                                                              scale_rows=True, bias=True, activation="silu"),
 }
 
 
