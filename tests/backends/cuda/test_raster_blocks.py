@@ -61,6 +61,15 @@ def test_pass_config_sets_the_strip_or_turns_it_off():
     assert _swizzle(_gemm(4096, 4096, 4096, 64, 64, 32, 3, 128), Target("cuda", "sm_80")) is None
 
 
+@pytest.mark.parametrize("bad", [-1, "4", 2.5])
+def test_a_bad_strip_width_is_a_config_error(bad):
+    from tegula.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="tegula.block_raster must be a strip width") as e:
+        _swizzle(_gemm(512, 512, 512, 128, 128, 32, 3, 128), configs={RASTER: bad})
+    assert "launch order" in str(e.value)
+
+
 def test_kernels_choosing_their_order_and_other_shapes_are_left():
     gemm = _ex("gemm")  # writes T.use_swizzle(panel_size=10)
     assert _swizzle(gemm.matmul.get_tir(8192, 8192, 8192, 128, 256, 64, 3, 256)) == (10, "row")

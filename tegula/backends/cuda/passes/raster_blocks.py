@@ -30,6 +30,7 @@ import math
 from typing import Optional
 
 from tegula.arith.simplify import const_int
+from tegula.errors import ConfigError
 from tegula.ir import expr as E
 from tegula.ir.stmt import Copy, For, Kernel, LetStmt, PrimFunc
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
@@ -106,7 +107,11 @@ def raster_panel(k: Kernel, panel=None) -> int:
 
 def raster_blocks(func: PrimFunc, panel=None) -> PrimFunc:
     """Launch GEMM-shaped kernels in strips of ``panel`` columns (``tegula.block_raster``; unset:
-    the width that makes a wave square in bytes, module docstring)."""
+    half the width that makes a wave square in bytes, module docstring). Raises ConfigError for a
+    ``panel`` that is no non-negative int or bool."""
+    if panel is not None and (not isinstance(panel, int) or panel < 0):
+        raise ConfigError(f"pass config tegula.block_raster must be a strip width (an int >= 0) or False, "
+                          f"got {panel!r}", hint="0 or False keeps launch order")
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
