@@ -19,6 +19,21 @@ if TYPE_CHECKING:
     from tegula.ir.span import Span
 
 
+def render(message: str, span: "Optional[Span]" = None, hint: Optional[str] = None) -> str:
+    """``message``, the source excerpt of ``span`` and the hint, as errors and warnings show them."""
+    parts = [message]
+    if span is not None:
+        parts.append(span.excerpt())
+    if hint:
+        parts.append(f"hint: {hint}")
+    return "\n".join(parts)
+
+
+class SemanticsWarning(UserWarning):
+    """A kernel whose meaning is defined but probably not what its author meant (the message
+    shows the line, like an error's)."""
+
+
 class TegulaError(Exception):
     """Base of every error tegula raises for a user mistake."""
 
@@ -29,12 +44,7 @@ class TegulaError(Exception):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        parts = [self.message]
-        if self.span is not None:
-            parts.append(self.span.excerpt())
-        if self.hint:
-            parts.append(f"hint: {self.hint}")
-        return "\n".join(parts)
+        return render(self.message, self.span, self.hint)
 
     def with_span(self, span: "Optional[Span]") -> "TegulaError":
         """Attach ``span`` when the error has none yet; returns self."""

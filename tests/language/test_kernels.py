@@ -201,7 +201,9 @@ def test_macro_var_while_and_element_atomic(target, rng):
     # float32 accumulation of 25 terms, then 4 atomics: error bound about 30 * eps * sum |term|
     bound = 30 * np.finfo(np.float32).eps * np.abs(2 * x.astype(np.float64)).sum()
     np.testing.assert_allclose(total[0], sums.sum(), rtol=0, atol=bound)
-    assert cnt[0] == (sums > 0).sum()
+    # `T.atomic_add(cnt[0], 1)` outside T.Parallel: every one of the 32 threads adds 1 (TileLang's
+    # rule; the kernel is built with a SemanticsWarning saying so)
+    assert cnt[0] == 32 * (sums > 0).sum()
 
 
 def test_quantize_absmax_rows(target, rng):

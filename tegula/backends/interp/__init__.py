@@ -10,8 +10,9 @@ Semantics
 - **Arguments** follow ``func.params``: numpy arrays for buffers (written in place) and Python
   scalars for scalar vars. Vars in parameter shapes (dynamic dims) bind from the arrays' shapes.
 - **Kernel**: the body runs once per block, for every block index of the grid, one block after
-  another (so atomics are exact). ``threads`` plays no part. Allocated buffers are fresh per
-  block: shared / fragment / local memory starts as poison (NaN for floats, ``-0x5A5A5A5A``
+  another (so atomics are exact). ``threads`` plays no part, except that an element atomic outside
+  ``T.Parallel`` is made once per thread of the block (every thread runs block-level code, as in
+  TileLang). Allocated buffers are fresh per block: shared / fragment / local memory starts as poison (NaN for floats, ``-0x5A5A5A5A``
   clipped to the range for signed ints, the maximum for unsigned ints, True for bool), so
   reading unwritten memory shows; ``local.var`` buffers start at their ``alloc_inits`` value, else 0.
 - **Expressions** evaluate to numpy values of the node's dtype, by the operator table

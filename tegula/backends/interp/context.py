@@ -44,6 +44,7 @@ class Ctx:
     loop_ok: bool = False                           # a serial/while loop encloses us (break ok)
     flags: dict = field(default_factory=dict)       # loop-local: saw break/continue
     lane_vars: dict = field(default_factory=dict)   # id(local.var buffer) -> its per-lane slot
+    threads: int = 1                                # threads of the block that runs the code
 
     def slot(self, node: Any) -> int:
         """The env slot of a var or buffer, allocating one the first time."""
@@ -57,7 +58,7 @@ class Ctx:
         """A copy sharing the slot tables, with some fields changed."""
         c = Ctx(self.slots, self.buffers, dict(self.par_vars), set(self.vec_vars),
                 self.in_parallel, self.ndim, self.depth, self.masked, self.loop_ok, self.flags,
-                self.lane_vars)
+                self.lane_vars, self.threads)
         for k, v in changes.items():
             setattr(c, k, v)
         return c

@@ -7,6 +7,7 @@ from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.runtime.args import to_numpy
 from tegula.target import Target
 from tegula.transform.pipeline import Pipeline, check_pipeline
+from tegula.transform.thread_variance import warn_uniform_adds
 
 
 class InterpArtifact:
@@ -37,4 +38,5 @@ def build(func: PrimFunc, target: Target, pass_configs: dict,
         from tegula.backends.emu.jit import build as emu_build
 
         return emu_build(func, Target("cuda-emu", "sm_80"), pass_configs, interpret=True)
+    warn_uniform_adds(func)
     return InterpArtifact(func)

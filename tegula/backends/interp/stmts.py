@@ -320,7 +320,7 @@ def _kernel(s: Kernel, ctx: Ctx) -> StmtFn:
             fill = (lambda v: lambda env: v)(poison(b.dtype))
         allocs.append((ctx.slot(b), shape, b.dtype.np, fill))
     body = compile_stmt(s.body, ctx.child(in_parallel=False, loop_ok=False, masked=False,
-                                          flags={}))
+                                          flags={}, threads=s.num_threads))
 
     def launch(env: list) -> None:
         env[MASK] = None

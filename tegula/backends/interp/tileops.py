@@ -336,12 +336,16 @@ def _atomic(s: Atomic, ctx: Ctx) -> StmtFn:
                 _atomic_apply(kind, a[k], t[tk])
         return atomic_tile
     fv = compile_expr(s.value, ctx).fn
+    # block-level code runs in every thread: each makes the update (max / min: once is the same)
+    times = ctx.threads if kind == "add" else 1
 
     def atomic(env: list) -> None:
         a, st, ex = dst.resolve(env)
         k, _ = _clip(a.shape, st, ex)
         if k is not None:
-            _atomic_apply(kind, a[k], fv(env))
+            v = fv(env)
+            for _ in range(times):
+                _atomic_apply(kind, a[k], v)
     return atomic
 
 

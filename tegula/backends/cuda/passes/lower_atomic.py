@@ -1,6 +1,7 @@
 """Lowering ``T.atomic_add / max / min``.
 
-The element form at block level is issued by thread 0; inside ``T.Parallel`` (the
+The element form at block level is issued by every thread (as every block-level statement
+runs in every thread: :mod:`tegula.transform.thread_variance`); inside ``T.Parallel`` (the
 ``cuda.lane`` rule) by each iteration's thread, once per element even where the layout
 replicates it. The tile form: each thread adds the elements its registers hold (a whole
 fragment), or elements dealt round-robin (memory, or part of a fragment through its shared
@@ -8,8 +9,7 @@ copy); out-of-bounds global elements are dropped.
 
 Before/after (element form)::
 
-    T.atomic_add(C[i], v)                          if tx == 0:
-                                                       T.tl_atomic_add(T.address_of(C[i]), v)
+    T.atomic_add(C[i], v)                          T.tl_atomic_add(T.address_of(C[i]), v)
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from tegula.ir.expr import Expr
 from tegula.ir.stmt import Atomic, Evaluate, IfThenElse, Stmt
 from tegula.ir.tile_rules import tile_rule
 from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, block_expr, call, guard_primary,
-                                                          per_thread,
                                                           region_index, strided, whole)
 
 _ATOMIC_FN = {"add": "tl::atomic_add", "max": "tl::atomic_max", "min": "tl::atomic_min"}
@@ -44,8 +43,7 @@ def _guarded(ctx: Ctx, s: Atomic, didx: tuple, value: Expr) -> Stmt:
 def lower_atomic(ctx: Ctx, s: Atomic) -> Stmt:
     if isinstance(s.value, E.Expr):
         idx = tuple(st for st, _ in s.dst.ranges)
-        st = atomic_update(ctx, s.kind, s.dst.buffer, idx, block_expr(ctx, s.value))
-        return st if per_thread(ctx, *idx, s.value) else IfThenElse(E.compare("eq", ctx.tid, 0), st)
+        return atomic_update(ctx, s.kind, s.dst.buffer, idx, block_expr(ctx, s.value))
     v = s.value
     if v.buffer.is_fragment and whole(v):
         lay = ctx.layout(v.buffer)

@@ -8,8 +8,10 @@ class: control flow here (:data:`_BLOCK`), tile ops by their ``cuda`` rule in
 register arrays, shared tiles flat arrays addressed through their shared layouts, and every
 statement is what one thread (``tx = T.get_thread_binding()``) executes.
 
-Block-level code (outside tile ops and parallel loops) runs in every thread alike; its stores to
-global or shared memory and its atomics are done by thread 0 alone. Barriers are not placed here
+Block-level code (outside tile ops and parallel loops) runs in every thread, as in TileLang: its
+element atomics are made by every thread, and its stores to global or shared memory too, except
+those whose index and value are the same in every thread (:mod:`tegula.transform.thread_variance`),
+which thread 0 alone makes. Barriers are not placed here
 (see ``insert_barriers``), except around the staging of fragments (``Ctx.staged``).
 
 Before/after::
@@ -36,6 +38,7 @@ from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, 
 from tegula.backends.cuda.passes.lower_parallel import lower_parallel
 from tegula.backends.cuda.passes.lowering_context import (Ctx, block_expr, per_thread, require_rows,
                                                           varies)
+from tegula.transform.thread_variance import thread_variance, warn_uniform_adds
 from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain, tma_only_tiles
 from tegula.layout.wgmma import WgmmaShared
 
@@ -48,6 +51,7 @@ def lower_tile_ops(func: PrimFunc, arch: str = "sm_80") -> PrimFunc:
         def visit_Kernel(self, k: Kernel) -> Kernel:
             return lower_kernel(k, arch)
 
+    warn_uniform_adds(func)
     return M().visit(func)
 
 
@@ -62,6 +66,7 @@ def lower_kernel(k: Kernel, arch: str = "sm_80") -> Kernel:
     # store or atomic that depends on one (or sits under control flow that does) is made by
     # every thread instead of by thread 0 alone
     ctx.varying = [tid] if k.thread_var is not None else []
+    ctx.variance = thread_variance(k, k.thread_var)
     ctx.divergent = False
     ctx.smem_layouts = choose_shared_layouts(k)
     ctx.layout_spans = k.annotations.get("layout_spans") or {}

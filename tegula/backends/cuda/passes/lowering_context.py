@@ -306,10 +306,14 @@ def whole(r: BufferRegion) -> bool:
 
 
 def varies(ctx: Ctx, *es: Any) -> bool:
-    """Whether any of ``es`` depends on the thread index of thread-level code
-    (``T.get_thread_binding``; ``ctx.varying`` holds it and the lets derived from it)."""
+    """Whether any of ``es`` can differ between threads: depends on the thread index of
+    thread-level code (``T.get_thread_binding``; ``ctx.varying`` holds it and the lets derived
+    from it) or reads a register written from one (``ctx.variance``, :mod:`tegula.transform.thread_variance`)."""
     vs = getattr(ctx, "varying", None)
-    return bool(vs) and any(isinstance(e, E.Expr) and uses_var(e, vs) for e in es)
+    if vs and any(isinstance(e, E.Expr) and uses_var(e, vs) for e in es):
+        return True
+    var = getattr(ctx, "variance", None)
+    return var is not None and var.varies(*(e for e in es if isinstance(e, E.Expr)))
 
 
 def per_thread(ctx: Ctx, *es: Any) -> bool:
