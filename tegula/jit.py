@@ -201,6 +201,7 @@ class JITFunction:
                 return kernel
         info = {n: (tuple(int(s) for s in t.shape), str(t.dtype)) for n, t in tensors.items()}
         tr = trace_eager(self.func, others, info, consts)
+        self._check_consts(consts, tr.const_names, "__call__()")
         kernel = self._build(tr.func, tr.out_idx, settings or self._defaults())
         constraints = {}
         for p in tr.func.params:
@@ -277,14 +278,21 @@ class JITFunction:
         named.update(kwargs)
         if not any(n in named for n in self.tensor_names):  # ahead of time: shape symbols by name
             return self._compile(named, settings).get_kernel_source()
-        tensors, others = self._split((), named)
-        return self._eager_kernel(tensors, others, {}, settings).get_kernel_source()
+        params = self.signature.parameters
+        tensors, others = self._split((), {n: v for n, v in named.items() if n in params})
+        consts = {n: v for n, v in named.items() if n not in params}
+        return self._eager_kernel(tensors, others, consts, settings).get_kernel_source()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Lazy style: the kernel the factory's arguments build. Eager style: build (once per
+        argument shapes and values) and run; keywords that are no parameter give ``T.const``
+        symbols their values (``f(A, B, N=1024)``), as TileLang's eager call takes them."""
         if not self.eager:
             return self._lazy(args, kwargs)
-        tensors, others = self._split(args, kwargs)
-        kernel = self._eager_kernel(tensors, others, {})
+        params = self.signature.parameters
+        consts = {n: v for n, v in kwargs.items() if n not in params}
+        tensors, others = self._split(args, {n: v for n, v in kwargs.items() if n in params})
+        kernel = self._eager_kernel(tensors, others, consts)
         return kernel(*[tensors[n] for n in self.tensor_names])
 
 

@@ -89,7 +89,8 @@ class ConstSymbol:
     def _unbound(self, *a: Any) -> Any:
         raise KernelTypeError(
             f"'{self.name}' (from T.const) has no value yet: it gets one from the first tensor "
-            "annotation that uses it", hint=f"declare the tensors (A: T.Tensor(...)) before using {self.name}")
+            "annotation that uses it, or from the call", hint=f"declare the tensors (A: T.Tensor(...)) "
+            f"before using {self.name}, or pass {self.name}=... to the call or to compile()")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unbound
     __floordiv__ = __rfloordiv__ = __truediv__ = __mod__ = __lt__ = __gt__ = __index__ = _unbound

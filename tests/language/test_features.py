@@ -14,6 +14,7 @@ import tegula
 import tegula.language as T
 from tegula.backends.cuda.compiler import available_backends
 from tegula.target import gpu_available
+from tegula.errors import ArgumentError, KernelTypeError
 
 ARCHS = ("sm_80", "sm_90a")
 
@@ -750,3 +751,47 @@ def test_parallel_loop_over_replicated_rows_writes_memory_once(target, rng):
     (a_d,) = to_device(target, a)
     r = built(row_results_to_shared_kernel(), target, out_idx=[-1])(a_d)
     np.testing.assert_allclose(to_host(r), a.astype(np.float64).sum(axis=1) * 3.0, rtol=1e-5, atol=1e-5)
+
+
+# -- T.const values by keyword in an eager call -------------------------------------------------
+
+@tegula.jit
+def group_sums(A):
+    M, G = T.const("M, G")
+    A: T.Tensor((M, 64), T.float32)
+    out = T.empty((M, G), T.float32)            # G is known only from the call's keyword
+    with T.Kernel(M, threads=32) as bx:
+        for g in T.Parallel(G):
+            acc = T.alloc_var(T.float32, init=0.0)
+            for k in T.serial(64 // G):
+                acc = acc + A[bx, g * (64 // G) + k]
+            out[bx, g] = acc
+    return out
+
+
+@pytest.mark.parametrize("groups", [4, 8])
+def test_eager_call_takes_const_values_by_keyword(rng, groups):
+    a = rng.standard_normal((6, 64)).astype(np.float32)
+    out = group_sums(a, G=groups)
+    np.testing.assert_allclose(out, a.astype(np.float64).reshape(6, groups, -1).sum(-1),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_eager_call_names_an_unknown_keyword():
+    a = np.ones((6, 64), np.float32)
+    with pytest.raises(ArgumentError, match=r"keyword 'Gs' is not a parameter.*") as e:
+        group_sums(a, G=4, Gs=4)
+    assert "did you mean 'G'" in str(e.value)
+    with pytest.raises(KernelTypeError, match="'G' .* has no value") as e:  # G left out
+        group_sums(a, Gs=4)
+    assert "pass G=... to the call" in str(e.value) and "test_features.py" in str(e.value)
+
+
+def test_eager_call_const_keyword_that_disagrees_with_a_tensor_is_an_error():
+    with pytest.raises(ArgumentError, match="'A'"):
+        group_sums(np.ones((6, 64), np.float32), M=5, G=4)
+
+
+def test_eager_get_kernel_source_takes_const_values_by_keyword():
+    src = group_sums.get_kernel_source(np.ones((6, 64), np.float32), G=8, target="cpu")
+    assert "T.Tensor((6, 8)" in src
