@@ -455,3 +455,23 @@ def test_attr_stmt_and_typed_address():
     assert ("tl::mma_m16n8k16_f16_f32(&C[0], reinterpret_cast<unsigned*>(&R[0]), "
             "reinterpret_cast<unsigned*>(&R[4]));") in src
     assert '#include "tegula/mma.h"' in src
+
+
+@pytest.mark.parametrize("with_sink", [False, True])
+def test_check_resources_counts_the_static_scratch_of_wgmma_order_after(with_sink):
+    """tl::wgmma_order_after (wgmma.h) declares a static 128-byte __shared__ array: a kernel whose
+    planned shared memory is within 128 bytes of the limit does not fit with it."""
+    from tegula.backends.cuda.passes.check_resources import check_resources, smem_limit
+
+    limit = smem_limit("sm_90a")
+    pool = Buffer("pool", (limit - 64,), "uint8", "shared")
+    calls = [S.Evaluate(Builtin("tl::wgmma_order_after", (E.const(1.0),), dt.bool_))] if with_sink else []
+    body = S.seq(S.BufferStore(pool, (E.const(0),), E.const(1, "uint8")), *calls)
+    f = S.PrimFunc("f", (), S.Kernel(grid=(1,), threads=(128,), block_vars=(Var("b"),), allocs=(pool,),
+                                     body=body, annotations={"smem_bytes": limit - 64}))
+    if not with_sink:
+        assert check_resources(f, "sm_90a") is f
+        return
+    with pytest.raises(ResourceError, match=rf"needs {limit + 64} bytes .*wgmma_order_after's static "
+                                            r"scratch = 128 B"):
+        check_resources(f, "sm_90a")

@@ -1,7 +1,8 @@
 """Check that every kernel fits the target: shared memory per block and threads per block.
 
 Runs on the lowered kernel, where every shared buffer (pipeline stages, staging copies and
-reduction scratch included) is allocated. Too much of either is a user error that names the
+reduction scratch included) is allocated; the static shared arrays of header builtins
+(:data:`STATIC_SMEM`) count too. Too much of either is a user error that names the
 buffers and their sizes and says what to shrink; nothing is compiled.
 """
 from __future__ import annotations
@@ -45,6 +46,25 @@ SM90_PLAIN = {"tl::warpgroup_reg_alloc": "T.set_max_nreg", "tl::warpgroup_reg_de
               "tl::wgmma_wait_group": "T.wait_wgmma"}
 
 
+# static ``__shared__`` bytes the device headers declare inside these builtins (one array per
+# kernel that calls them), which count against the block's shared memory beside the planned pool
+STATIC_SMEM = {"tl::wgmma_order_after": 128}  # wgmma.h: float sink[32]
+
+
+def static_smem(k: Kernel) -> dict[str, int]:
+    """The static shared bytes of the header builtins kernel ``k`` calls, by builtin."""
+    used: dict[str, int] = {}
+
+    class V(Visitor):
+        def visit_Builtin(self, e: Builtin) -> None:
+            if e.name in STATIC_SMEM:
+                used[e.name] = STATIC_SMEM[e.name]
+            self.generic_visit(e)
+
+    V().visit(k.body)
+    return used
+
+
 def _cc(arch: str) -> int:
     digits = "".join(c for c in arch if c.isdigit())
     return int(digits) if digits else 80
@@ -86,9 +106,12 @@ def check_resources(func: PrimFunc, arch: str = "sm_80", interpret: bool = False
             total = k.annotations.get("smem_bytes")
             if total is None:
                 total = sum(align(n) for *_, n in bufs)
+            static = static_smem(k)
+            total += sum(static.values())
             if total > limit and not interpret:
-                lines = ", ".join(f"{name} {list(shape)} {d} = {n} B" for name, shape, d, n in
-                                  sorted(bufs, key=lambda x: -x[3]))
+                lines = ", ".join([f"{name} {list(shape)} {d} = {n} B" for name, shape, d, n in
+                                   sorted(bufs, key=lambda x: -x[3])] +
+                                  [f"{name}'s static scratch = {n} B" for name, n in static.items()])
                 raise ResourceError(
                     f"this kernel needs {total} bytes of shared memory per block but {arch} allows "
                     f"{limit}: {lines}", k.span,
