@@ -17,7 +17,8 @@ import functools
 import inspect
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from tegula.errors import ArgumentError, ConfigError, KernelTypeError
+from tegula.errors import ArgumentError, KernelTypeError
+from tegula.passconfig import split_flags
 from tegula.ir.buffer import Buffer
 from tegula.ir.stmt import PrimFunc
 from tegula.language.parser import Source
@@ -44,20 +45,14 @@ def compile(func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None, tar
 
 def _with_flags(pass_configs: Optional[dict], compile_flags: Any) -> Optional[dict]:
     """``pass_configs`` with ``compile_flags`` appended to its ``tl.device_compile_flags``."""
-    if not compile_flags:
+    flags = split_flags(compile_flags)
+    if not flags:
         return pass_configs
-    if isinstance(compile_flags, str):
-        flags = compile_flags.split()
-    elif isinstance(compile_flags, (list, tuple)):
-        flags = [str(f) for f in compile_flags]
-    else:
-        raise ConfigError(f"compile_flags must be a string or a list of strings, got "
-                          f"{type(compile_flags).__name__}", hint='e.g. compile_flags="-O3 -lineinfo"')
     if pass_configs is not None and not isinstance(pass_configs, Mapping):
         return pass_configs  # not a dict: check_pass_configs reports it when the kernel is built
     cfg = dict(pass_configs or {})
-    old = cfg.get("tl.device_compile_flags") or []
-    cfg["tl.device_compile_flags"] = (old.split() if isinstance(old, str) else list(old)) + flags
+    cfg["tl.device_compile_flags"] = split_flags(cfg.get("tl.device_compile_flags"),
+                                                 "tl.device_compile_flags") + flags
     return cfg
 
 

@@ -208,6 +208,20 @@ def pass_context(config: Optional[Mapping[Any, Any]]) -> Iterator[dict]:
         _AMBIENT.reset(token)
 
 
+def split_flags(value: Any, what: str = "compile_flags") -> list[str]:
+    """Compiler options given as one string (split at whitespace) or a list of strings, as
+    ``compile_flags=`` and the ``tl.device_compile_flags`` pass config take them; nothing for
+    None or empty. Anything else is a ConfigError naming ``what``."""
+    if not value:
+        return []
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, (list, tuple)):
+        return [str(f) for f in value]
+    raise ConfigError(f"{what} must be a string or a list of strings, got {type(value).__name__}",
+                      hint='e.g. compile_flags="-O3 -lineinfo"')
+
+
 def check_pass_configs(pass_configs: Optional[dict], ambient: bool = True) -> dict:
     """Validate keys (``PassConfigKey`` members or their strings); returns a plain dict keyed by
     the canonical strings, with the enclosing :func:`pass_context` underneath when ``ambient``."""

@@ -105,3 +105,24 @@ def test_a_parameter_named_like_an_option_stays_the_parameter(rng):
     assert k.target.kind == "cpu"
     a = rng.standard_normal(32).astype(np.float32)
     np.testing.assert_allclose(k(a), a.astype(np.float64) + 4.0, rtol=1e-6)
+
+
+def test_compile_flags_and_the_pass_config_are_split_by_one_rule():
+    """``compile_flags=`` (jit) and ``tl.device_compile_flags`` (the CUDA options) go through
+    passconfig.split_flags: a string splits at whitespace, a list is kept, anything else is a
+    ConfigError naming which of the two it was."""
+    from tegula.backends.cuda.jit import _options
+    from tegula.errors import ConfigError
+    from tegula.jit import _with_flags
+
+    cfg = _with_flags({"tl.device_compile_flags": "-O3  -DA=1"}, ["-DB=2"])
+    assert cfg["tl.device_compile_flags"] == ["-O3", "-DA=1", "-DB=2"]
+    assert _options(cfg)[0] == ["-lineinfo", "-O3", "-DA=1", "-DB=2"]
+    assert _options({"tl.device_compile_flags": "-O3 -DA=1"})[0] == ["-lineinfo", "-O3", "-DA=1"]
+    bad = {"tl.device_compile_flags": 5}
+    with pytest.raises(ConfigError, match="tl.device_compile_flags must be a string"):
+        _with_flags(bad, "-O3")
+    with pytest.raises(ConfigError, match="tl.device_compile_flags must be a string"):
+        _options(bad)
+    with pytest.raises(ConfigError, match="compile_flags must be a string"):
+        _with_flags(None, 5)

@@ -13,6 +13,7 @@ from typing import Any, Optional, Sequence
 
 from tegula.errors import ConfigError, TegulaError
 from tegula.ir.stmt import PrimFunc
+from tegula.passconfig import split_flags
 from tegula.target import Target
 from tegula.transform.pipeline import Pipeline, check_pipeline
 from tegula.backends.cuda.codegen import CudaModule, codegen
@@ -84,9 +85,7 @@ def _options(pass_configs: dict) -> tuple[list[str], bool]:
     options = ["-lineinfo"]
     if pass_configs.get("tl.enable_ptxas_verbose_output"):
         options.append("--ptxas-options=-v")
-    extra = pass_configs.get("tl.device_compile_flags")
-    if extra:
-        options.extend(extra.split() if isinstance(extra, str) else [str(f) for f in extra])
+    options.extend(split_flags(pass_configs.get("tl.device_compile_flags"), "tl.device_compile_flags"))
     fast = bool(pass_configs.get("tl.enable_fast_math")) and not pass_configs.get("tl.disable_fast_math")
     return options, fast
 
