@@ -26,6 +26,10 @@ from tegula.errors import ConfigError, UnsupportedError
 class Target:
     kind: str                  # a key of KINDS: "cpu", "cuda", "cuda-emu"
     arch: Optional[str] = None  # "sm_80", "sm_90a", ...
+    # the interpreter runs this build (a thread-level kernel on target cpu, through the
+    # emulator): Hopper-only calls keep their plain meaning on any arch and shared memory has no
+    # limit (CheckResources' ``interpret`` option comes from here)
+    interpret: bool = False
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.arch}" if self.arch else self.kind
@@ -85,7 +89,7 @@ class TargetKind:
         arch = target.arch or self.default_arch
         if arch is None and self.detect_arch is not None:
             arch = load_ref(self.detect_arch)(target)
-        return Target(kind, arch)
+        return Target(kind, arch, target.interpret)
 
     def load_builder(self) -> Builder:
         try:

@@ -259,9 +259,10 @@ def kernel_layouts(kernel_or_func: Any, *args: Any, target: Any = None,
     out: dict[str, tuple[Any, int]] = {}
     for i, k in enumerate(kernels):
         prefix = f"k{i}_" if len(kernels) > 1 else ""
-        for buf, lay in infer_layouts(k).fragments.items():
+        plan = infer_layouts(k)
+        for buf, lay in plan.fragments.items():
             out[prefix + buf.name] = (lay, buf.dtype.itemsize)
-        chosen = choose_shared_layouts(k)
+        chosen = choose_shared_layouts(k, plan.threads)
         for buf in k.allocs:
             if buf.is_shared:
                 lay = chosen.get(buf) or RowMajor(tuple(int(d) for d in buf.shape))

@@ -318,7 +318,7 @@ def pipeline_for(target: Any, pass_configs: Optional[dict] = None) -> Pipeline:
     if kind.pipeline is None:
         return Pipeline((), target=str(t))
     lowered = kind.lowering_target(t)
-    facts = {"arch": lowered.arch}
+    facts = {"arch": lowered.arch, "interpret": lowered.interpret}
     passes = [row.make(facts, cfg) for row in load_ref(kind.pipeline) if row.wanted(lowered.arch, cfg)]
     return Pipeline(passes, target=str(lowered))
 

@@ -97,7 +97,7 @@ def test_pipeline_repr_lists_passes_with_reasons():
 def test_pipeline_for_targets():
     assert pipeline_for("cuda-emu") == pipeline_for("cuda:sm_80")
     assert pipeline_for("cuda-emu:sm_90a") == pipeline_for("cuda:sm_90a")
-    assert pipeline_for("cuda:sm_90a")["CheckResources"].options == {"arch": "sm_90a"}
+    assert pipeline_for("cuda:sm_90a")["CheckResources"].options == {"arch": "sm_90a", "interpret": False}
     assert pipeline_for("cpu").names() == []
     cfg = {tegula.PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION: True}
     assert "InsertBarriers" not in pipeline_for("cuda:sm_80", cfg)

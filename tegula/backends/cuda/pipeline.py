@@ -79,7 +79,7 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
     # a user error naming every buffer otherwise
     PassSpec("CheckResources", check_resources,
              "shared memory and threads per block within the arch's limits",
-             target_options=("arch",)),
+             target_options=("arch", "interpret")),
 )
 
 

@@ -12,7 +12,7 @@ from tegula.ir.stmt import PrimFunc
 from tegula.passconfig import PassConfigKey
 from tegula.runtime.args import to_numpy
 from tegula.target import Target
-from tegula.transform.pipeline import Pass, Pipeline, check_pipeline
+from tegula.transform.pipeline import Pipeline, check_pipeline
 
 
 class EmuArtifact:
@@ -32,13 +32,11 @@ class EmuArtifact:
 
 
 def build(func: PrimFunc, target: Target, pass_configs: dict,
-          pipeline: Optional[Pipeline] = None, interpret: bool = False) -> EmuArtifact:
+          pipeline: Optional[Pipeline] = None) -> EmuArtifact:
     """The ``cuda-emu`` target's builder: ``pipeline`` (default: the CUDA pipeline of the
-    target's arch), then the emulator. ``interpret``: the build is the interpreter's (thread-level
-    kernels), where Hopper-only calls keep their plain meaning on any arch."""
+    target's arch), then the emulator. A target with ``interpret`` set is the interpreter's
+    (thread-level kernels on cpu): its pipeline's CheckResources keeps Hopper-only calls' plain
+    meaning on any arch."""
     p = check_pipeline(pipeline, target, pass_configs)
-    if interpret and "CheckResources" in p.names():
-        old = p["CheckResources"]
-        p = p.replace("CheckResources", Pass(old.name, old.fn, old.reason, **{**old.options, "interpret": True}))
     lowered = p.run(func)
     return EmuArtifact(func, lowered, bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)))

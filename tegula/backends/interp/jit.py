@@ -37,6 +37,6 @@ def build(func: PrimFunc, target: Target, pass_configs: dict,
     if thread_level(func):
         from tegula.backends.emu.jit import build as emu_build
 
-        return emu_build(func, Target("cuda-emu", "sm_80"), pass_configs, interpret=True)
+        return emu_build(func, Target("cuda-emu", "sm_80", interpret=True), pass_configs)
     warn_uniform_adds(func)
     return InterpArtifact(func)

@@ -33,3 +33,16 @@ def test_cpu_runs_a_thread_level_kernel_past_sm80_shared_memory(rng):
 def test_gpu_targets_keep_the_limit(target):
     with pytest.raises(ResourceError, match="bytes of shared memory per block but sm_80 allows 166912"):
         tegula.compile(_big_shared, target=target)
+
+
+def test_the_interpreters_target_carries_the_interpret_option():
+    """The cpu build of a thread-level kernel lowers for Target("cuda-emu", "sm_80",
+    interpret=True); the pipeline of that target has CheckResources(interpret=True), of the plain
+    one CheckResources(interpret=False), with no pass swapped by hand."""
+    from tegula.target import Target
+    from tegula.transform import pipeline_for
+
+    host = pipeline_for(Target("cuda-emu", "sm_80", interpret=True))
+    assert host["CheckResources"].options == {"arch": "sm_80", "interpret": True}
+    assert str(host.target) == "cuda:sm_80"
+    assert pipeline_for("cuda-emu")["CheckResources"].options == {"arch": "sm_80", "interpret": False}

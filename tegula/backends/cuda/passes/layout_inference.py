@@ -394,9 +394,10 @@ def _copy_layout(c: Copy, plan: LayoutPlan) -> bool:
     return False
 
 
-def choose_shared_layouts(kernel: Kernel) -> dict:
+def choose_shared_layouts(kernel: Kernel, threads: Optional[int] = None) -> dict:
     """Layouts of shared tiles: those of ``T.annotate_layout``, else an XOR swizzle for tiles
-    that tensor-core gemms read; row-major for the rest (not in the result)."""
+    that tensor-core gemms read; row-major for the rest (not in the result). ``threads``: the
+    kernel's :func:`layout_threads` when the caller has it (its layout plan's)."""
     out: dict = {}
 
     def see(n: Any) -> None:
@@ -414,7 +415,8 @@ def choose_shared_layouts(kernel: Kernel) -> dict:
         gemms: list = []
         post_order_visit(kernel.body, lambda n: gemms.append(n) if isinstance(n, Gemm) else None)
         layout_map = kernel.annotations.get("layout_map") or {}
-        out.update(wgmma_shared_layouts(wgmma_gemms(gemms, layout_threads(kernel), layout_map)))
+        T = threads if threads is not None else layout_threads(kernel)
+        out.update(wgmma_shared_layouts(wgmma_gemms(gemms, T, layout_map)))
     for buf, lay in (kernel.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
         if buf.is_shared and isinstance(lay, (RowMajor, Swizzled, WgmmaShared, SharedLayout)):
             out[buf] = lay
@@ -463,7 +465,7 @@ def infer_layouts_pass(func: PrimFunc) -> PrimFunc:
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
             plan = infer_layouts(k)
-            shared = choose_shared_layouts(k)
+            shared = choose_shared_layouts(k, plan.threads)
             chosen = dict(k.annotations.get("layout_map") or {})
             for b in k.allocs:
                 if b in plan.fragments:

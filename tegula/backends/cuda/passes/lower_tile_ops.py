@@ -68,7 +68,7 @@ def lower_kernel(k: Kernel, arch: str = "sm_80") -> Kernel:
     ctx.varying = [tid] if k.thread_var is not None else []
     ctx.variance = thread_variance(k, k.thread_var)
     ctx.divergent = False
-    ctx.smem_layouts = choose_shared_layouts(k)
+    ctx.smem_layouts = choose_shared_layouts(k, plan.threads)
     ctx.layout_spans = k.annotations.get("layout_spans") or {}
     ctx.bind_range(tid, 0, k.num_threads - 1)
     ctx.block_vars = tuple(k.block_vars)
