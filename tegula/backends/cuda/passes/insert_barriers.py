@@ -6,7 +6,9 @@ barrier goes in when the later one reads or writes a shared buffer the earlier o
 the last barrier, or writes one they read (RAW, WAW, WAR). Loops also get a barrier at the end
 of their body when the next iteration's first accesses conflict with the last ones (the
 back edge); a barrier the head of a loop body needs only for what came before the loop goes
-before the loop, not into every iteration. Statements under thread-dependent control flow count as one access of everything
+before the loop, not into every iteration. A loop whose iterations write shared elements no other
+thread writes, and read none of them, is one access with no barrier inside
+(:mod:`.disjoint_stores` proves it). Statements under thread-dependent control flow count as one access of everything
 they touch, and never get a barrier inside (that could deadlock).
 
 The pass config ``tegula.disable_barrier_insertion`` turns this pass off, so the emulator's race
@@ -27,6 +29,7 @@ from tegula.ir.expr import Builtin, BufferLoad, Var, const
 from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, While, seq)
 from tegula.ir.visitor import Mutator, Visitor, uses_var
+from tegula.backends.cuda.passes.disjoint_stores import iterations_disjoint
 
 _READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::wgmma_desc": (0,)}
 _WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,)}
@@ -134,8 +137,10 @@ class _State:
 
 
 class _Inserter:
-    def __init__(self, tid: Var):
+    def __init__(self, tid: Var, threads: int):
         self.varying: list[Var] = [tid]
+        self.threads = threads
+        self.lets: dict = {}  # the lets seen so far, for disjoint_stores
         self.sync = barrier  # the barrier this code's threads meet at
         self.sync_name = "sync_threads"
 
@@ -168,7 +173,11 @@ class _Inserter:
         if isinstance(s, LetStmt):
             if not self.uniform(s.value):
                 self.varying.append(s.var)
+            self.lets[s.var] = s.value
             return self._leaf(s, st)
+        if isinstance(s, For) and iterations_disjoint(s, self.varying[0], self.threads, self.lets,
+                                                      lambda n: accesses(n, ordering=True)):
+            return self._leaf(s, st)  # no thread reads what another wrote: one access
         if isinstance(s, For) and self.uniform(s.start, s.extent if not isinstance(s.extent, int) else None):
             before = st.copy()
             given = _stmts(s.body)
@@ -215,8 +224,9 @@ class _Inserter:
         lo, n, bar_id = s.value
         cond_if = s.body
         assert isinstance(cond_if, IfThenElse)
-        inner = _Inserter(self.varying[0])
+        inner = _Inserter(self.varying[0], self.threads)
         inner.varying = list(self.varying)
+        inner.lets = dict(self.lets)
         inner.sync = lambda: Evaluate(Builtin("tl::named_barrier_sync", (const(bar_id), const(n)), dt.bool_))
         inner.sync_name = "tl::named_barrier_sync"
         ist = _State()
@@ -299,7 +309,7 @@ def insert_barriers(func: PrimFunc) -> PrimFunc:
         def visit_Kernel(self, k: Kernel) -> Kernel:
             if k.thread_var is None:
                 return k
-            body = seq(*_Inserter(k.thread_var).block(_stmts(k.body), _State()))
+            body = seq(*_Inserter(k.thread_var, k.num_threads).block(_stmts(k.body), _State()))
             return Kernel(k.grid, k.threads, k.block_vars, k.allocs, body, dict(k.alloc_inits),
                           dict(k.annotations), thread_var=k.thread_var, span=k.span)
 
