@@ -150,7 +150,9 @@ def _warpgroups(env: list, n: int, span: Any, what: str) -> list:
 @dataclass
 class TmaCopy:
     pos: np.ndarray        # pool byte positions
-    data: np.ndarray       # bytes to land
+    src: np.ndarray        # the global array read, when the copy lands (not when it is issued)
+    flat: np.ndarray       # flat element indices of the box in it
+    ok: np.ndarray         # which are in bounds (the others land as zeros)
     units: np.ndarray      # (1, m) tracker units
     nbytes: int
     site: int
@@ -237,7 +239,6 @@ def _tma_load(e: E.Builtin, ctx: Ctx) -> CExpr:
     site = ctx.site(dinfo, "TMA load", span)
     n = ctx.nthreads
     gslot = box.ginfo.slot
-    gdt = box.ginfo.np
 
     def issue(env: list) -> Any:
         st = env[STATE]
@@ -256,7 +257,6 @@ def _tma_load(e: E.Builtin, ctx: Ctx) -> CExpr:
                                 hint="tl::fence_barrier_init() (fence.mbarrier_init) after initializing "
                                 "the barriers, before the block barrier that publishes them")
             flat, ok = box.elements(env, _lane_coords(env, fcs, lane, n))
-            vals = np.where(ok, env[gslot][flat], np.zeros((), gdt))
             base = _smem_dst(st, dinfo, dst, lane, box, span, "TMA load")
             pos = box.smem(base)
             if b.agent < 0:
@@ -264,15 +264,16 @@ def _tma_load(e: E.Builtin, ctx: Ctx) -> CExpr:
             tr.join_agent(b.agent, lane)
             units = units_of(pos, tr.unit)[None, :]
             tr.issue(units, np.array([b.agent]), site, dinfo, tag=b.phase, distinct=True)
-            b.inflight.append(TmaCopy(pos, np.ascontiguousarray(vals).view(np.uint8), units, box.nbytes,
-                                      site, dinfo))
+            b.inflight.append(TmaCopy(pos, env[gslot], flat, ok, units, box.nbytes, site, dinfo))
         return np.True_
     return CExpr(issue, False)
 
 
 def land_tma(st: Any, b: Any, c: TmaCopy) -> None:
-    """The copy engine delivers ``c``: bytes in shared memory, transaction bytes on ``b``."""
-    st.pool[c.pos] = c.data
+    """The copy engine delivers ``c``: the box's global elements as they are now (a copy reads
+    global memory until it completes) into shared memory, transaction bytes on ``b``."""
+    vals = np.where(c.ok, c.src[c.flat], np.zeros((), c.src.dtype))
+    st.pool[c.pos] = np.ascontiguousarray(vals).view(np.uint8)
     st.tracker.land(c.units, np.array([b.agent]), c.site, c.buf, tag=b.phase, distinct=True)
     b.tx -= c.nbytes
     settle(st, b)
@@ -564,6 +565,8 @@ def _wgmma_rule(kind: str) -> Callable:
         fa = compile_expr(e.args[1], ctx).fn if kind != "rs" else None
         fra, ainfo = compile_addr(e.args[1], ctx, e.name) if kind == "rs" else (None, None)
         fb = compile_expr(e.args[2], ctx).fn
+        # scale_d (wgmma.h's last argument, 1 when left out): D = A * B + (scale_d ? D : 0)
+        fs = compile_expr(e.args[3], ctx).fn if len(e.args) > 3 else None
         site_a = ctx.site(None, "wgmma", span)
         site_b = ctx.site(None, "wgmma", span)
         n = ctx.nthreads
@@ -581,6 +584,7 @@ def _wgmma_rule(kind: str) -> Callable:
             c0 = fc(env)
             da = fa(env) if fa is not None else None
             db = fb(env)
+            sd = fs(env) if fs is not None else None
             for g, lanes in _warpgroups(env, n, span, "wgmma.mma_async"):
                 w = h.warpgroup(st, g)
                 for info in (cinfo, ainfo):
@@ -620,7 +624,8 @@ def _wgmma_rule(kind: str) -> Callable:
                 busy = cst.group[regs][:, lanes] >= 0
                 cur = np.where(busy, cst.pend[regs][:, lanes], env[cslot][regs][:, lanes])  # (N/2, 128)
                 D = np.zeros((64, N), np.float32)
-                D[row, col] = cur.T
+                if sd is None or _uniform(sd, lanes, n, "scale_d", st, span):
+                    D[row, col] = cur.T  # accumulate; scale_d = 0 overwrites
                 D = (a.astype(np.float64) @ b.astype(np.float64) + D).astype(np.float32)
                 cst.pend[regs, lanes[0]:lanes[-1] + 1] = D[row, col].T
                 cst.group[regs, lanes[0]:lanes[-1] + 1] = len(w.groups)
