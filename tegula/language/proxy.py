@@ -93,7 +93,12 @@ class ConstSymbol:
             f"before using {self.name}, or pass {self.name}=... to the call or to compile()")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unbound
-    __floordiv__ = __rfloordiv__ = __truediv__ = __mod__ = __lt__ = __gt__ = __index__ = _unbound
+    __floordiv__ = __rfloordiv__ = __truediv__ = __rtruediv__ = __mod__ = __rmod__ = _unbound
+    __pow__ = __rpow__ = __neg__ = __lshift__ = __rshift__ = __and__ = __or__ = __xor__ = _unbound
+    __index__ = __int__ = __bool__ = _unbound
+    # comparisons too: `if K == 64:` on a symbol with no value would otherwise be a silent False
+    __lt__ = __gt__ = __le__ = __ge__ = __eq__ = __ne__ = _unbound
+    __hash__ = object.__hash__
 
 
 def const(names: str, dtype: Any = "int32") -> Any:

@@ -795,3 +795,27 @@ def test_eager_call_const_keyword_that_disagrees_with_a_tensor_is_an_error():
 def test_eager_get_kernel_source_takes_const_values_by_keyword():
     src = group_sums.get_kernel_source(np.ones((6, 64), np.float32), G=8, target="cpu")
     assert "T.Tensor((6, 8)" in src
+
+
+@tegula.jit
+def group_sums_branching(A):
+    M, G = T.const("M, G")
+    step = 16 if G == 4 else 8                # G compared before it has a value
+    A: T.Tensor((M, 64), T.float32)
+    out = T.empty((M, G), T.float32)
+    with T.Kernel(M, threads=32) as bx:
+        for g in T.Parallel(G):
+            acc = T.alloc_var(T.float32, init=0.0)
+            for k in T.serial(step):
+                acc = acc + A[bx, g * step + k]
+            out[bx, g] = acc
+    return out
+
+
+def test_comparing_a_const_with_no_value_is_an_error_not_a_silent_false(rng):
+    a = rng.standard_normal((6, 64)).astype(np.float32)
+    np.testing.assert_allclose(group_sums_branching(a, G=4), a.astype(np.float64).reshape(6, 4, 16).sum(-1),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(KernelTypeError, match="'G' .* has no value") as e:
+        group_sums_branching(a)
+    assert "G == 4" in str(e.value)
