@@ -39,6 +39,8 @@ class Variance:
 
     def varies(self, *nodes: Any) -> bool:
         """Whether any of ``nodes`` (expressions, statements) reads a varying value."""
+        if not self.vars and not self.buffers:  # a kernel with no thread index: nothing varies
+            return False
         found = False
 
         def see(n: Any) -> None:
