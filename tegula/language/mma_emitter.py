@@ -210,6 +210,9 @@ class TensorCoreIntrinEmitter:
         b = _buffer(B_local_buf, what, ("local",), "the B registers")
         c = _buffer(C_local_buf, what, ("local",), "the accumulator registers")
         _need_size(c, self.warp_rows * self.warp_cols * self.local_size_out, what)
+        if isinstance(k_inner, int):  # registers read: k-step k_inner's A and B fragments
+            _need_size(a, (k_inner + 1) * self.warp_rows * self.local_size_a, what)
+            _need_size(b, (k_inner + 1) * self.warp_cols * self.local_size_b, what)
         for buf, want in ((a, self.a_dtype), (b, self.b_dtype), (c, self.accum_dtype)):
             if buf.dtype != want:
                 raise KernelTypeError(f"{what}: '{buf.name}' is {buf.dtype.name}, the emitter was "

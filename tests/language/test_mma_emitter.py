@@ -159,6 +159,20 @@ def test_emitter_errors_name_the_problem():
     assert "'A_l' holds 4 elements per thread, the emitter needs 16" in msg
     assert "em.ldmatrix_a(A_l, A_s, 0)" in msg and "test_mma_emitter.py" in msg
 
+    # mma reads registers ldmatrix may not have filled (B decoded by hand): their size too
+    with pytest.raises(tegula.errors.KernelTypeError) as info:
+        @T.prim_func
+        def small_b(A: T.Tensor((64, 32), "float16")):
+            with T.Kernel(1, threads=128):
+                A_l = T.alloc_local((em.warp_rows * em.local_size_a,), "float16")
+                B_l = T.alloc_local((em.local_size_b,), "float16")
+                C_l = T.alloc_local((em.warp_rows * em.warp_cols * em.local_size_out,), "float32")
+                em.mma(A_l, B_l, C_l)
+    msg = str(info.value)
+    assert f"'B_l' holds {em.local_size_b} elements per thread, the emitter needs " \
+           f"{em.warp_cols * em.local_size_b}" in msg
+    assert "em.mma(A_l, B_l, C_l)" in msg
+
 
 # -- 8-bit operands in either storage order, reduce_k, barriers ----------------------------------
 
