@@ -138,9 +138,13 @@ def warn_uniform_adds(func: PrimFunc) -> None:
             continue
         var = thread_variance(k, k.thread_var)
         for s, threads in _block_adds(k.body, False, var, k.num_threads):
-            warnings.warn(render(
+            msg = render(
                 f"T.atomic_add outside T.Parallel is made by every thread of the block, so this "
                 f"adds the same value {threads} times (once per thread, as in TileLang)",
                 s.span,
                 "to add it once per block, write it under `if T.get_thread_binding() == 0:`, or "
-                "inside `for i in T.Parallel(1):`"), SemanticsWarning, stacklevel=2)
+                "inside `for i in T.Parallel(1):`")
+            if s.span is not None:  # reported at the user's line, not at tegula's
+                warnings.warn_explicit(msg, SemanticsWarning, s.span.file, s.span.line)
+            else:
+                warnings.warn(msg, SemanticsWarning, stacklevel=2)

@@ -65,6 +65,9 @@ def uniform_add(threads: int):
     return k
 
 
+LINE_OF_ADD = uniform_add.__code__.co_firstlineno + 6
+
+
 @pytest.mark.parametrize("target", EMU)
 def test_uniform_block_level_add_is_made_once_per_thread_with_a_located_warning(target, rng):
     x = rng.standard_normal(B).astype(np.float32)
@@ -74,6 +77,7 @@ def test_uniform_block_level_add_is_made_once_per_thread_with_a_located_warning(
     msg = str(rec[0].message)
     assert "adds the same value 64 times" in msg and "T.atomic_add(Y[bx], v * 1.0)" in msg
     assert "test_block_level_threads.py" in msg and "if T.get_thread_binding() == 0" in msg
+    assert rec[0].filename == __file__ and rec[0].lineno == LINE_OF_ADD  # the warning's own place
     k(x, y)
     np.testing.assert_allclose(y, 64 * (x.astype(np.float64) + 1), rtol=1e-5)
 
