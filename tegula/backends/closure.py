@@ -27,6 +27,7 @@ from tegula.ir.expr import BinOp, Builtin, BufferLoad, Call, Cast, Compare, Cons
 from tegula.ir.visitor import post_order_visit
 from tegula.ir.stmt import Break, Continue, Evaluate, LetStmt, SeqStmt, TileOp
 from tegula.ir.tile_rules import TILE_RULES
+from tegula.backends.memo import compile_kept
 
 Env = list
 ExprFn = Callable[[Env], Any]
@@ -118,7 +119,7 @@ class Rules:
         rule = self.exprs.get(type(e))
         if rule is None:
             raise self.unimplemented("op", type(e).__name__, getattr(e, "span", None))
-        ce = rule(e, ctx)
+        ce = compile_kept(rule, e, ctx)
         ce.node = e
         return ce
 
@@ -333,6 +334,12 @@ def _let(s: LetStmt, ctx: Any) -> StmtFn:
         return _bind_made_tensor(s, ctx, v.fn)
     slot = ctx.slot(s.var)
     f = v.fn
+    memo = getattr(ctx, "memo", None)
+    if memo is not None:  # a per-lane let depends on what its value depends on
+        if v.vec:
+            memo.let_deps[id(s.var)] = memo.deps(s.value, ctx)
+        else:
+            memo.let_deps.pop(id(s.var), None)
     if v.vec:
         ctx.vec_vars.add(id(s.var))
 

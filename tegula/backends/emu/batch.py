@@ -19,6 +19,12 @@ dominates. Two shapes are run as one vector operation instead:
   thread that makes it (a thread never races with itself; two threads writing one element in
   different iterations is still the same race). Any out-of-bounds index runs the loop one
   iteration at a time instead, so the error is the one that loop reports.
+- **a vector-copy loop** (the same loops) whose body is one ``tl::copy_vec`` between a global and
+  a shared buffer, at pure indices: every iteration reads one scope and writes the other, so
+  reading every vector first and then writing every vector is what running them in order gives.
+  The race tracker sees one read and one write of all the vectors, each for its thread; an
+  index out of bounds, a vector leaving its buffer or a misaligned one runs the loop one
+  iteration at a time, which reports it.
 """
 from __future__ import annotations
 
@@ -144,14 +150,19 @@ def mma_runs(stmts: tuple, ctx: Ctx, table: dict) -> list:
 _PURE = (E.Var, E.Const, E.BinOp, E.Compare, E.UnaryOp, E.Cast, E.Call, E.BufferLoad)
 
 
+def _const_loop(s: For) -> bool:
+    """A serial or unrolled loop of constant start and of constant extent 2 or more."""
+    if s.kind not in ("serial", "unroll") or not isinstance(s.start, (int, E.Const)) \
+            or not isinstance(s.extent, (int, E.Const)):
+        return False
+    ext = s.extent if isinstance(s.extent, int) else s.extent.value
+    return isinstance(ext, int) and ext >= 2
+
+
 def batchable_loop(s: For, ctx: Ctx) -> bool:
     """Whether loop ``s`` can run as one vector store (module docstring)."""
     body = s.body
-    if s.kind not in ("serial", "unroll") or not isinstance(s.start, (int, E.Const)) \
-            or not isinstance(s.extent, (int, E.Const)) or not isinstance(body, BufferStore):
-        return False
-    ext = s.extent if isinstance(s.extent, int) else s.extent.value
-    if not isinstance(ext, int) or ext < 2:
+    if not _const_loop(s) or not isinstance(body, BufferStore):
         return False
     dst = ctx.bufs.get(id(body.buffer))
     if dst is None or dst.scope not in ("global", "shared", "local") \
@@ -301,4 +312,114 @@ def compile_batched_loop(s: For, ctx: Ctx, sequential: StmtFn) -> StmtFn:
             arr[fw, lanes] = val
         else:
             arr[fw] = val
+    return run
+
+
+# -- vector-copy loops as one gather and one scatter ---------------------------------------------
+
+def _pure(e: Any) -> bool:
+    ok = [True]
+
+    def visit(n: Any) -> None:
+        if isinstance(n, E.Expr) and (not isinstance(n, _PURE) or isinstance(n, E.BufferLoad)):
+            ok[0] = False
+    if isinstance(e, E.Expr):
+        post_order_visit(e, visit)
+    return ok[0]
+
+
+def _copy_operands(s: For, ctx: Ctx) -> Optional[tuple]:
+    """``(destination load, source load, bytes)`` when loop ``s`` can run as one vector copy
+    (module docstring), else None."""
+    body = s.body
+    if not (_const_loop(s) and isinstance(body, Evaluate) and isinstance(body.value, E.Builtin)
+            and body.value.name == "tl::copy_vec" and len(body.value.args) == 2):
+        return None
+    t = body.value.attr("template")
+    t = tuple(t) if isinstance(t, (tuple, list)) else (t,) if t is not None else ()
+    if not t:
+        return None
+    loads = []
+    for a in body.value.args:
+        if not (isinstance(a, E.Builtin) and a.name == "address_of" and a.args
+                and isinstance(a.args[0], E.BufferLoad)):
+            return None
+        load = a.args[0]
+        info = ctx.bufs.get(id(load.buffer))
+        if info is None or info.scope not in ("global", "shared") or not all(_pure(i) for i in load.indices):
+            return None
+        loads.append((load, info))
+    (dst, dinfo), (src, sinfo) = loads
+    nbytes = int(t[0])
+    if dinfo.scope == sinfo.scope or nbytes % dinfo.itemsize or nbytes % sinfo.itemsize:
+        return None
+    return dst, src, nbytes
+
+
+def batchable_copy(s: For, ctx: Ctx) -> bool:
+    """Whether loop ``s`` can run as one vector copy (module docstring)."""
+    return _copy_operands(s, ctx) is not None
+
+
+def compile_batched_copy(s: For, ctx: Ctx, sequential: StmtFn) -> StmtFn:
+    """Loop ``s`` (see :func:`batchable_copy`) as one gather of ``extent x threads`` vectors and
+    one scatter; ``sequential`` takes over on an index out of bounds, a vector leaving its buffer
+    or a misaligned vector (it reports them)."""
+    dload, sload, nbytes = _copy_operands(s, ctx)
+    n = ctx.nthreads
+    start = int(s.start if isinstance(s.start, int) else s.start.value)
+    ext = int(s.extent if isinstance(s.extent, int) else s.extent.value)
+    slot = ctx.slot(s.var)
+    values = (start + np.arange(ext, dtype=np.int64) * int(s.step)).astype(s.var.dtype.np)[:, None]
+    shape = (ext, n)
+    tids = np.broadcast_to(np.arange(n), shape)
+    all_lanes = tids.ravel()
+    dinfo, sinfo = ctx.buf(dload.buffer, dload), ctx.buf(sload.buffer, sload)
+    ctx.vec_vars.add(id(s.var))
+    try:
+        fdst = _flat(dinfo, list(dload.indices), ctx)
+        fsrc = _flat(sinfo, list(sload.indices), ctx)
+    finally:
+        ctx.vec_vars.discard(id(s.var))
+    span = s.body.value.span or ctx.span
+    sides = []
+    for info in (sinfo, dinfo):
+        site = ctx.site(info, "copy", span) if info.scope == "shared" else -1
+        off = info.offset if info.scope == "shared" else 0
+        sides.append((info, site, off, np.arange(nbytes // info.itemsize)))
+    (_, ssite, soff, s_ar), (_, dsite, doff, d_ar) = sides
+    sisz, disz = sinfo.itemsize, dinfo.itemsize
+
+    def run(env: list) -> None:
+        mask = env[MASK]
+        active = None if mask is None else np.broadcast_to(mask, shape)
+        env[slot] = values
+        try:
+            fs, fd = fsrc(env, active), fdst(env, active)
+        except _OutOfBounds:
+            sequential(env)
+            return
+        if active is None:
+            lanes = all_lanes
+            F, D = np.broadcast_to(fs, shape).ravel(), np.broadcast_to(fd, shape).ravel()
+        else:
+            lanes = tids[active]
+            F, D = np.broadcast_to(fs, shape)[active], np.broadcast_to(fd, shape)[active]
+        if not len(lanes):
+            return
+        src, dst = env[sinfo.slot], env[dinfo.slot]
+        sb, db = soff + F * sisz, doff + D * disz
+        if (sb % nbytes).any() or (db % nbytes).any() or (F + len(s_ar) > src.shape[0]).any() \
+                or (D + len(d_ar) > dst.shape[0]).any():
+            sequential(env)
+            return
+        st = env[STATE]
+        vals = src[F[:, None] + s_ar]
+        if ssite >= 0:
+            st.tracker.read(st.tracker.units(sb, nbytes), lanes, ssite, sinfo)
+        if vals.dtype != dst.dtype:
+            vals = np.ascontiguousarray(vals).view(np.uint8).view(dst.dtype)
+        if dsite >= 0:
+            st.tracker.write(st.tracker.units(db, nbytes), lanes, dsite, dinfo)
+        dst[D[:, None] + d_ar] = vals
     return run

@@ -18,6 +18,7 @@ from tegula.errors import UnsupportedError
 from tegula.ir.buffer import Buffer
 from tegula.ir.span import Span
 from tegula.backends.closure import COMMON, CExpr, Rules, Slots, StmtFn
+from tegula.backends.memo import Memo
 
 STATE = 1  # env slot of the BlockState (slot 0 is MASK)
 
@@ -95,6 +96,7 @@ class Ctx:
     tile_op: str = ""                                # the tile op being emulated ("T.copy")
     loop_ok: bool = False
     info: dict = field(default_factory=dict)        # kernel facts: "tma_maps", "wgmma_regs"
+    memo: Optional[Memo] = None                      # kept subexpressions (the kernel's, see memo.py)
 
     def slot(self, node: Any) -> int:
         """The env slot of a var or buffer, allocating one the first time."""
@@ -104,7 +106,7 @@ class Ctx:
         """A copy sharing the slot, buffer, site and per-thread-variable tables (a let binds its
         variable for the statements compiled after it), with some fields changed."""
         c = Ctx(self.nthreads, self.slots, self.bufs, self.vec_vars, self.sites,
-                self.span, self.tile_op, self.loop_ok, self.info)
+                self.span, self.tile_op, self.loop_ok, self.info, self.memo)
         for k, v in changes.items():
             setattr(c, k, v)
         return c

@@ -18,7 +18,8 @@ from tegula.ir.stmt import AttrStmt, Break, BufferStore, Continue, For, IfThenEl
 from tegula.backends.closure import (JUMPS, MASK, StmtFn, iteration,
                                      compile_expr, compile_stmt, jump, uniform_if, uniform_while)
 from tegula.backends.emu.context import Ctx, and_mask, stmt_rule
-from tegula.backends.emu.batch import batchable_loop, compile_batched_loop, mma_runs
+from tegula.backends.emu.batch import (batchable_copy, batchable_loop, compile_batched_copy,
+                                      compile_batched_loop, mma_runs)
 from tegula.backends.emu.memory_ops import compile_store
 
 
@@ -92,6 +93,8 @@ def _for(s: For, ctx: Ctx) -> StmtFn:
                 body(env)
         if batchable_loop(s, ctx):
             return compile_batched_loop(s, ctx, loop)
+        if batchable_copy(s, ctx):
+            return compile_batched_copy(s, ctx, loop)
         return loop
 
     one = iteration(body)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Optional
 
 from tegula.backends.closure import COMMON, Env, Rules, Slots, compile_expr
+from tegula.backends.memo import Memo
 
 RULES = Rules("cpu", base=COMMON)
 expr_rule = RULES.expr_rule
@@ -45,6 +46,7 @@ class Ctx:
     flags: dict = field(default_factory=dict)       # loop-local: saw break/continue
     lane_vars: dict = field(default_factory=dict)   # id(local.var buffer) -> its per-lane slot
     threads: int = 1                                # threads of the block that runs the code
+    memo: Optional[Memo] = field(default_factory=lambda: Memo(fixed_lanes))  # kept subexpressions
 
     def slot(self, node: Any) -> int:
         """The env slot of a var or buffer, allocating one the first time."""
@@ -58,10 +60,17 @@ class Ctx:
         """A copy sharing the slot tables, with some fields changed."""
         c = Ctx(self.slots, self.buffers, dict(self.par_vars), set(self.vec_vars),
                 self.in_parallel, self.ndim, self.depth, self.masked, self.loop_ok, self.flags,
-                self.lane_vars, self.threads)
+                self.lane_vars, self.threads, self.memo)
         for k, v in changes.items():
             setattr(c, k, v)
         return c
+
+
+def fixed_lanes(v: Any, ctx: "Ctx") -> bool:
+    """Whether ``v`` is a ``T.Parallel`` variable of constant start and extent here (its index
+    array is the same at every run of the nest)."""
+    p = ctx.par_vars.get(id(v))
+    return p is not None and p.start is not None and p.extent is not None
 
 
 def dim_value(d: Any, ctx: Ctx) -> Callable[[Env], int]:
