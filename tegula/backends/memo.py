@@ -19,6 +19,7 @@ ones the closure computes, so results stay bit for bit what they were.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -27,8 +28,61 @@ from tegula.ir.expr import BinOp, Call, Cast, Compare, Const, Select, UnaryOp, V
 
 # node classes worth keeping (leaves are cheaper to read than to look up)
 _COMPOUND = (BinOp, Compare, UnaryOp, Cast, Call, Select)
-_ROOM = 256   # kept arrays per expression before its table starts over
-_TRIAL = 64   # misses after which an expression that rarely hits stops keeping
+_ROOM = 64            # kept arrays per table before it starts over
+_TRIAL = 64           # misses after which an expression that rarely hits stops keeping
+_MAX_ELEMS = 1 << 15  # larger arrays are not kept (their arithmetic outweighs the bookkeeping)
+
+_KEPT: dict = {}   # id -> (weak reference, facts) of every array a table keeps
+
+
+def _forget(k: int, r: Any) -> None:
+    if _KEPT.get(k, (None,))[0] is r:
+        del _KEPT[k]
+
+
+def _keep(v: np.ndarray) -> np.ndarray:
+    v.flags.writeable = False
+    k = id(v)
+    _KEPT[k] = (weakref.ref(v, lambda r, k=k: _forget(k, r)), {})
+    return v
+
+
+def _drop(table: dict) -> None:
+    """Empty ``table``, forgetting what was remembered of its arrays."""
+    for v in table.values():
+        _KEPT.pop(id(v), None)
+    table.clear()
+
+
+def _facts(v: np.ndarray) -> Optional[dict]:
+    """What is remembered of ``v`` when a table keeps it (its values never change), else None."""
+    got = _KEPT.get(id(v))
+    return got[1] if got is not None and got[0]() is v else None
+
+
+def value_range(v: np.ndarray) -> tuple:
+    """``(v.min(), v.max())`` of a non-empty array, remembered for arrays a table keeps, so
+    bounds checks of kept indices cost a lookup."""
+    f = _facts(v)
+    if f is None:
+        return v.min(), v.max()
+    r = f.get("range")
+    if r is None:
+        r = f["range"] = (v.min(), v.max())
+    return r
+
+
+def outside(v: np.ndarray, n: int) -> tuple:
+    """``(lanes of v outside [0, n), v clipped into it)``, remembered for kept arrays."""
+    f = _facts(v)
+    r = None if f is None else f.get(n)
+    if r is None:
+        r = ((v < 0) | (v >= n), np.clip(v, 0, n - 1))
+        if f is not None:
+            for x in r:
+                x.flags.writeable = False
+            f[n] = r
+    return r
 
 
 def _children(e: Any) -> Optional[tuple]:
@@ -48,106 +102,118 @@ def _children(e: Any) -> Optional[tuple]:
 class Memo:
     """What one kernel's compilation knows about which variables an expression depends on.
 
-    ``lane_const(var, ctx)`` says whether a variable's value is the same array at every run
-    there (the backend's: fixed ``T.Parallel`` index arrays, the thread index). ``let_deps``: for
-    a let-bound per-lane variable, the key variables of its value (None: it does not qualify)."""
+    ``lane_sig(var, ctx)`` gives a hashable description of a variable whose value is the same
+    array at every run there (the backend's: fixed ``T.Parallel`` index arrays, the thread
+    index), or None. ``let_deps``: for a let-bound per-lane variable, what its value depends on
+    (None: it does not qualify). Expressions of the same tree, lane arrays and key variables share
+    one table (``tables``), so a subexpression that a statement computes three times is computed
+    once."""
 
-    def __init__(self, lane_const: Callable[[Var, Any], bool]) -> None:
-        self.lane_const = lane_const
+    def __init__(self, lane_sig: Callable[[Var, Any], Any]) -> None:
+        self.lane_sig = lane_sig
         self.let_deps: dict = {}
-        self.parent: Any = None   # key of the innermost expression being compiled (or None)
+        self.tables: dict = {}    # tree key -> [table, misses, hits]
 
     def deps(self, e: Any, ctx: Any) -> Optional[tuple]:
-        """The key variables of ``e`` (a sorted tuple of ``(slot, var)``), or None when ``e``
-        does not qualify (module docstring)."""
+        """``(key variables, tree key)`` of ``e``: the key variables as a sorted tuple of
+        ``(slot, var)``, the tree key a hashable description of the tree and its lane arrays;
+        None when ``e`` does not qualify (module docstring)."""
         found: dict = {}
-        return tuple(sorted(found.items())) if self._walk(e, ctx, found) else None
+        tree = self._walk(e, ctx, found)
+        return None if tree is None else (tuple(sorted(found.items(), key=lambda x: x[0])), tree)
 
-    def _walk(self, e: Any, ctx: Any, found: dict) -> bool:
-        if isinstance(e, (int, float, bool, Const)):
-            return True
+    def _walk(self, e: Any, ctx: Any, found: dict) -> Any:
+        if isinstance(e, (int, float, bool)):
+            return ("py", type(e).__name__, repr(e))
+        if isinstance(e, Const):
+            return ("c", e.dtype.name, repr(e.value))
         if isinstance(e, Var):
             k = id(e)
-            if self.lane_const(e, ctx):
-                return True
+            sig = self.lane_sig(e, ctx)
+            if sig is not None:
+                return ("lane", k, sig)
             if k in self.let_deps:
                 d = self.let_deps[k]
                 if d is None:
-                    return False
-                found.update(d)
-                return True
+                    return None
+                found.update(d[0])
+                return ("let", d[1])
             if k in ctx.vec_vars or not (e.dtype.is_int or e.dtype.is_bool):
-                return False
+                return None
             s = ctx.slots.get(e)
             if s is None:
-                return False
+                return None
             found[s] = e
-            return True
+            return ("var", k)
         kids = _children(e)
         if kids is None:
-            return False
-        return all(self._walk(x, ctx, found) for x in kids)
+            return None
+        out = [type(e).__name__, getattr(e, "op", None) or getattr(e, "name", None),
+               getattr(getattr(e, "to", None), "name", None)]
+        for x in kids:
+            t = self._walk(x, ctx, found)
+            if t is None:
+                return None
+            out.append(t)
+        return tuple(out)
 
-    def wrap(self, fn: Callable, key: tuple) -> Callable:
-        """``fn`` keeping its array results per value of the key variables' slots."""
+    def wrap(self, fn: Callable, deps: tuple) -> Callable:
+        """``fn`` keeping its array results per value of the key variables' slots, in the table
+        of its tree."""
+        key, tree = deps
         slots = [s for s, _ in key]
-
-        def keep(v: Any) -> Any:
-            if isinstance(v, np.ndarray):
-                v.flags.writeable = False
-            return v
+        rec = self.tables.setdefault((tree, tuple(slots)), [{}, 0, 0])
+        table = rec[0]
 
         if not slots:
-            box: list = []
-
             def once(env: list) -> Any:
-                if not box:
+                v = table.get(())
+                if v is None:
                     v = fn(env)
-                    if not isinstance(v, np.ndarray):
-                        return v
-                    box.append(keep(v))
-                return box[0]
+                    if isinstance(v, np.ndarray) and v.size <= _MAX_ELEMS:
+                        table[()] = _keep(v)
+                return v
             return once
-        table: dict = {}
-        seen = [0, 0]   # misses, hits: keys that never recur are not worth keeping
         one = slots[0] if len(slots) == 1 else -1
 
         def by_key(env: list) -> Any:
-            if seen[0] < 0:
+            if rec[1] < 0:
                 return fn(env)
             k = env[one] if one >= 0 else tuple([env[s] for s in slots])
             v = table.get(k)
             if v is not None:
-                seen[1] += 1
+                rec[2] += 1
                 return v
             v = fn(env)
-            if not isinstance(v, np.ndarray):
+            if not isinstance(v, np.ndarray) or v.size > _MAX_ELEMS:
                 return v
-            seen[0] += 1
-            if seen[0] >= _TRIAL and 4 * seen[1] < seen[0]:
-                seen[0] = -1   # mostly misses: compute every time from now on
-                table.clear()
+            rec[1] += 1
+            if rec[1] >= _TRIAL and 4 * rec[2] < rec[1]:
+                rec[1] = -1   # keys that rarely recur: compute every time from now on
+                _drop(table)
                 return v
             if len(table) >= _ROOM:
-                table.clear()
-            table[k] = keep(v)
+                _drop(table)
+            table[k] = _keep(v)
             return v
         return by_key
 
 
+KEEP = True   # False: compile without a Memo (the tests compare both ways)
+
+
+def new_memo(lane_sig: Callable[[Var, Any], Any]) -> Optional[Memo]:
+    """A :class:`Memo` for one compilation (None when ``KEEP`` is off)."""
+    return Memo(lane_sig) if KEEP else None
+
+
 def compile_kept(rule: Callable, e: Any, ctx: Any) -> Any:
-    """Compile ``e`` by ``rule`` under ``ctx.memo`` (a :class:`Memo`, or None): the largest
-    qualifying per-lane subexpressions come out wrapped by :meth:`Memo.wrap`."""
+    """Compile ``e`` by ``rule`` under ``ctx.memo`` (a :class:`Memo`, or None): qualifying
+    per-lane subexpressions come out wrapped by :meth:`Memo.wrap`."""
+    ce = rule(e, ctx)
     memo = getattr(ctx, "memo", None)
-    if memo is None:
-        return rule(e, ctx)
-    key = memo.deps(e, ctx) if isinstance(e, _COMPOUND) else None
-    outer = memo.parent
-    memo.parent = key
-    try:
-        ce = rule(e, ctx)
-    finally:
-        memo.parent = outer
-    if key is not None and ce.vec and key != outer:
-        ce.fn = memo.wrap(ce.fn, key)
+    if memo is not None and ce.vec and isinstance(e, _COMPOUND):
+        deps = memo.deps(e, ctx)
+        if deps is not None:
+            ce.fn = memo.wrap(ce.fn, deps)
     return ce

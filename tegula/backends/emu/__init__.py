@@ -73,7 +73,7 @@ from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
 from tegula.backends.emu.tasks import side_by_side
-from tegula.backends.memo import Memo
+from tegula.backends.memo import new_memo
 from tegula.backends.cuda.passes.plan_shared_memory import smem_layout  # the pool as on the GPU
 
 __all__ = ["execute", "compile_func", "RaceWarning"]
@@ -122,7 +122,7 @@ def _compile_kernel(k: Kernel, base: Ctx) -> CompiledKernel:
     thread_slot = ctx.slot(thread_var) if thread_var is not None else -1
     if thread_var is not None:
         ctx.vec_vars.add(id(thread_var))
-    ctx.memo = Memo(lambda v, c, t=thread_var: v is t)  # the thread index is one array per launch
+    ctx.memo = new_memo(lambda v, c, t=thread_var: "tid" if v is t else None)  # one array per launch
     offsets, pool_bytes = smem_layout(k)
     shared, locals_, vars_ = [], [], []
     for b in k.allocs:

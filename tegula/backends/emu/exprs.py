@@ -17,6 +17,7 @@ from tegula.ir import expr as E
 from tegula.backends.closure import MASK, CExpr, arith_binop, compile_expr, has_effects
 from tegula.backends.emu.context import BUILTIN_RULES, RULES, STATE, Ctx, and_mask, expr_rule
 from tegula.backends.emu.memory import check_dims
+from tegula.backends.memo import value_range
 
 
 def _lazy(fc: Callable, fa: Callable, n: int, taken: bool, dummy: Any) -> Callable:
@@ -92,6 +93,14 @@ def dims_of(info: Any, ctx: Ctx) -> list:
     return out
 
 
+def in_bounds(i: Any, n: int) -> bool:
+    """Every lane of index ``i`` (a scalar or one per thread) lies in ``[0, n)``."""
+    if isinstance(i, np.ndarray) and i.size:
+        lo, hi = value_range(i)
+        return bool(lo >= 0 and hi < n)
+    return not np.any((i < 0) | (i >= n))
+
+
 def compile_element(load: Any, ctx: Ctx) -> tuple[Callable, bool]:
     """``fn(env) -> (flat index, mask of the threads that may access)`` for ``buf[indices]``,
     checking bounds; and whether the index differs per thread."""
@@ -116,7 +125,7 @@ def compile_element(load: Any, ctx: Ctx) -> tuple[Callable, bool]:
             i = f0(env)
             n = n0 if n0 is not None else d0(env)
             m = env[MASK]
-            if np.any((i < 0) | (i >= n)):
+            if not in_bounds(i, n):
                 m = check_dims(env[STATE], info, [i], [n], m, span)
                 i = np.where(m, i, 0) if vec else 0
             return i, m
@@ -126,10 +135,7 @@ def compile_element(load: Any, ctx: Ctx) -> tuple[Callable, bool]:
         ix = [f(env) for f in fns]
         ns = [d(env) for d in dims]
         m = env[MASK]
-        bad = False
-        for i, n in zip(ix, ns):
-            bad = bad | (i < 0) | (i >= n)
-        if np.any(bad):
+        if not all(in_bounds(i, n) for i, n in zip(ix, ns)):
             m = check_dims(env[STATE], info, ix, ns, m, span)
             ix = [np.where(m, i, 0) if vec else 0 for i in ix]
         flat: Any = 0

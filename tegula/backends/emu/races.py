@@ -88,6 +88,8 @@ class Tracker:
         size = nthreads + agents
         self.vc = np.zeros((size, size), np.int32)
         np.fill_diagonal(self.vc, 1)
+        self._vflat = self.vc.reshape(-1)   # a view: vc[a, b] is _vflat[a * size + b]
+        self._size = size
         self.names: dict[int, str] = {}
         self.kinds: dict[int, str] = {}
         self.fence_clk = np.zeros(nthreads, np.int32)          # own clock at the last proxy fence
@@ -160,8 +162,9 @@ class Tracker:
 
     def _unordered(self, rows: np.ndarray, agent: np.ndarray, clk: np.ndarray) -> np.ndarray:
         """Per element: ``agent``'s access at ``clk`` is not ordered before agent ``rows``."""
-        a = np.where(agent >= 0, agent, 0)
-        return (agent >= 0) & (agent != rows) & (self.vc[rows, a] < clk)
+        # an agent of -1 reads a neighbouring entry (clipped into the table), masked off after
+        got = self._vflat.take(rows * self._size + agent, mode="clip")
+        return (agent >= 0) & (agent != rows) & (got < clk)
 
     # -- unit arithmetic ------------------------------------------------------------------------
     def units(self, byte_start: np.ndarray, nbytes: int) -> np.ndarray:

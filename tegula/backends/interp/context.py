@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Optional
 
 from tegula.backends.closure import COMMON, Env, Rules, Slots, compile_expr
-from tegula.backends.memo import Memo
+from tegula.backends.memo import Memo, new_memo
 
 RULES = Rules("cpu", base=COMMON)
 expr_rule = RULES.expr_rule
@@ -46,7 +46,7 @@ class Ctx:
     flags: dict = field(default_factory=dict)       # loop-local: saw break/continue
     lane_vars: dict = field(default_factory=dict)   # id(local.var buffer) -> its per-lane slot
     threads: int = 1                                # threads of the block that runs the code
-    memo: Optional[Memo] = field(default_factory=lambda: Memo(fixed_lanes))  # kept subexpressions
+    memo: Optional[Memo] = field(default_factory=lambda: new_memo(fixed_lanes))  # kept subexpressions
 
     def slot(self, node: Any) -> int:
         """The env slot of a var or buffer, allocating one the first time."""
@@ -66,11 +66,13 @@ class Ctx:
         return c
 
 
-def fixed_lanes(v: Any, ctx: "Ctx") -> bool:
-    """Whether ``v`` is a ``T.Parallel`` variable of constant start and extent here (its index
-    array is the same at every run of the nest)."""
+def fixed_lanes(v: Any, ctx: "Ctx") -> Any:
+    """For a ``T.Parallel`` variable of constant start and extent here (its index array is the
+    same at every run of the nest), what that array is made of; else None."""
     p = ctx.par_vars.get(id(v))
-    return p is not None and p.start is not None and p.extent is not None
+    if p is None or p.start is None or p.extent is None:
+        return None
+    return (p.axis, ctx.ndim, p.start, p.extent, p.step)
 
 
 def dim_value(d: Any, ctx: Ctx) -> Callable[[Env], int]:

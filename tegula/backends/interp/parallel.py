@@ -16,6 +16,7 @@ from tegula.ir.expr import BinOp, Var
 from tegula.backends.closure import MASK, CExpr, compile_expr
 from tegula.backends.interp.context import Ctx, ParVar
 from tegula.backends.interp.exprs import out_of_bounds
+from tegula.backends.memo import outside, value_range
 
 
 def _lane_index(node: Any, ce: CExpr, ctx: Ctx) -> Optional[tuple[ParVar, Any]]:
@@ -137,9 +138,12 @@ def _check_lanes(node: Any, ix: list, shape: tuple, mask: Any) -> list:
     out = list(ix)
     for k, (v, n) in enumerate(zip(ix, shape)):
         if isinstance(v, np.ndarray):
-            if v.size == 0 or (v.min() >= 0 and v.max() < n):
+            if v.size == 0:
                 continue
-            bad = (v < 0) | (v >= n)
+            lo, hi = value_range(v)
+            if lo >= 0 and hi < n:
+                continue
+            bad, clipped = outside(v, n)
             if mask is not None:
                 bad = bad & mask
             if bad.any():  # name the first bad lane: all indices broadcast to the nest's shape
@@ -147,7 +151,7 @@ def _check_lanes(node: Any, ix: list, shape: tuple, mask: Any) -> list:
                 where = tuple(np.argwhere(np.broadcast_to(bad, lanes))[0])
                 full = [np.broadcast_to(x, lanes)[where] for x in ix]
                 raise out_of_bounds(node, node.buffer, full, shape)
-            out[k] = np.clip(v, 0, n - 1)
+            out[k] = clipped
         elif not 0 <= v < n:
             if mask is None or np.any(mask):  # the same index on every lane: name the first lane's
                 first = [np.ravel(x)[0] if isinstance(x, np.ndarray) else x for x in ix]
