@@ -3,13 +3,17 @@
 The kernels are those of ``examples/gemm.py`` and ``examples/flash_attention.py``, one
 128x128x32 ``T.gemm`` repeated 2048 times in a serial loop (the cost of one tile GEMM call), and
 a hand-written tensor-core GEMM (``TensorCoreIntrinEmitter``: ldmatrix / mma.sync per warp, a
-thread-level kernel, which target cpu runs as the emulator does).
+thread-level kernel, which target cpu runs as the emulator does), an im2col convolution
+(64x64x128 NHWC input, 3x3, 128 filters: 64 blocks x 36 k-steps of ``T.im2col`` + copy + gemm,
+the tiling of the corpus's convolution) and a warp-specialized GEMM (``T.ws`` producer and
+consumer warpgroups handing one tile back and forth on two mbarriers; thread-level).
+``--no-keep`` compiles without kept subexpressions (``tegula/backends/memo.py``) to compare.
 
 Runs on one core (BLAS threads pinned to 1 unless already set). Prints the first run (which
 includes compiling the IR to closures) and the median of the following runs, and checks the
 results against float64 numpy.
 
-    python benchmarks/interp_bench.py [--repeat 3]
+    python benchmarks/interp_bench.py [--repeat 3] [--clock cpu] [--only NAME] [--no-keep]
 """
 
 import os
@@ -95,55 +99,145 @@ def gemm_loop(X: T.Tensor((128, 32), "float16"), Y: T.Tensor((32, 128), "float16
         T.copy(C, Z)
 
 
+def conv_im2col(n: int, h: int = 64, w: int = 64, c: int = 128, f: int = 128):
+    """3x3 convolution, stride 1, padding 1, NHWC fp16: im2col tiles of 64 output pixels x 32
+    of the 9c patch columns, times 32 x 128 weight tiles."""
+    bm, bn, bk, kk = 64, 128, 32, 3
+
+    @T.prim_func
+    def conv(x: T.Tensor((n, h, w, c), "float16"), wt: T.Tensor((kk, kk, c, f), "float16"),
+             y: T.Tensor((n, h, w, f), "float16")):
+        with T.Kernel(T.ceildiv(f, bn), T.ceildiv(n * h * w, bm), threads=256) as (bx, by):
+            patch = T.alloc_shared((bm, bk), "float16")
+            w_s = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            w_mat = T.Tensor((kk * kk * c, f), "float16", wt.data)
+            y_mat = T.Tensor((n * h * w, f), "float16", y.data)
+            T.clear(acc)
+            for kt in T.Pipelined(T.ceildiv(kk * kk * c, bk), num_stages=3):
+                T.im2col(x, patch, by, kt, kk, 1, 1, 1)
+                T.copy(w_mat[kt * bk, bx * bn], w_s)
+                T.gemm(patch, w_s, acc)
+            T.copy(acc, y_mat[by * bm, bx * bn])
+    return conv
+
+
+def conv_reference(x: np.ndarray, wt: np.ndarray) -> np.ndarray:
+    n, h, w, _ = x.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = np.zeros((n, h, w, wt.shape[-1]))
+    for i in range(3):
+        for j in range(3):
+            out += xp[:, i:i + h, j:j + w] @ wt[i, j].astype(np.float64)
+    return out
+
+
+def handoff_gemm(n: int, bm: int = 128, bn: int = 128, bk: int = 64):
+    """C = A @ B: warpgroup 0 brings the A and B tiles, warpgroup 1 multiplies them; one tile
+    each, handed over on a 'ready' and a 'free' mbarrier."""
+    @T.prim_func
+    def ws(A: T.Tensor((n, n), "float16"), B: T.Tensor((n, n), "float16"), C: T.Tensor((n, n), "float16")):
+        with T.Kernel(n // bn, n // bm, threads=256) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            acc = T.alloc_fragment((bm, bn), "float32")
+            ready = T.alloc_barrier(arrive_count=128)
+            free = T.alloc_barrier(arrive_count=128)
+            with T.ws(1):
+                T.clear(acc)
+            for ko in T.Pipelined(n // bk, num_stages=0):
+                with T.ws(0):
+                    T.barrier_wait(free, (ko + 1) % 2)
+                    T.tma_copy(A[by * bm, ko * bk], A_s, barrier=ready)
+                    T.tma_copy(B[ko * bk, bx * bn], B_s, barrier=ready)
+                    T.barrier_arrive(ready)
+                with T.ws(1):
+                    T.barrier_wait(ready, ko % 2)
+                    T.gemm(A_s, B_s, acc)
+                    T.barrier_arrive(free)
+            with T.ws(1):
+                T.copy(acc, C[by * bm, bx * bn])
+    return ws
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="cpu: this process's CPU time (time.process_time), for a machine others load too")
-    ap.add_argument("--only", default="", help="print only the kernels whose name contains this")
+    ap.add_argument("--only", default="", help="run only the kernels whose name contains this")
+    ap.add_argument("--no-keep", action="store_true",
+                    help="compile without kept subexpressions (tegula/backends/memo.py)")
     args = ap.parse_args()
+    if args.no_keep:
+        from tegula.backends import memo
+
+        memo.KEEP = False
     global CLOCK
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     rng = np.random.default_rng(0)
     rows = []
+    import tegula
 
-    n = 1024
-    a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
-    c = np.full((n, n), np.nan, np.float16)
-    f = gemm.matmul.get_tir(n, n, n, 128, 128, 32, 3, 128)
-    first, med = timed(lambda: execute(f, [a, b, c]), args.repeat)
-    err = np.abs(c - gemm.reference(a, b)).max()
-    rows.append(("gemm 1024^3 fp16, 128x128x32 tiles", first, med, err))
+    def want(name: str) -> bool:
+        return args.only in name
+
+    name = "gemm 1024^3 fp16, 128x128x32 tiles"
+    if want(name):
+        n = 1024
+        a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
+        c = np.full((n, n), np.nan, np.float16)
+        f = gemm.matmul.get_tir(n, n, n, 128, 128, 32, 3, 128)
+        first, med = timed(lambda: execute(f, [a, b, c]), args.repeat)
+        rows.append((name, first, med, np.abs(c - gemm.reference(a, b)).max()))
 
     for causal in (False, True):
+        name = f"flash attn fwd b1 h4 s1024 d64 (128x64){' causal' if causal else ''}"
+        if not want(name):
+            continue
         q, k, v = (rng.standard_normal((1, 4, 1024, 64)).astype(np.float16) for _ in range(3))
         o = np.full_like(q, np.nan)
         f = flash_attention.flash_attention(1, 4, 1024, 64, causal, block_M=128, block_N=64)
         first, med = timed(lambda: execute(f, [q, k, v, o]), args.repeat)
-        err = np.abs(o - flash_attention.reference(q, k, v, causal)).max()
-        rows.append((f"flash attn fwd b1 h4 s1024 d64 (128x64){' causal' if causal else ''}",
-                     first, med, err))
+        rows.append((name, first, med, np.abs(o - flash_attention.reference(q, k, v, causal)).max()))
 
-    x, y = (rng.standard_normal(s).astype(np.float16) for s in ((128, 32), (32, 128)))
-    z = np.full((128, 128), np.nan, np.float32)
-    first, med = timed(lambda: execute(gemm_loop, [x, y, z]), args.repeat)
-    err = np.abs(z - 2048 * (x.astype(np.float64) @ y.astype(np.float64))).max() / 2048
-    rows.append(("2048 x T.gemm 128x128x32 fp16 in a serial loop", first, med, err))
+    name = "2048 x T.gemm 128x128x32 fp16 in a serial loop"
+    if want(name):
+        x, y = (rng.standard_normal(s).astype(np.float16) for s in ((128, 32), (32, 128)))
+        z = np.full((128, 128), np.nan, np.float32)
+        first, med = timed(lambda: execute(gemm_loop, [x, y, z]), args.repeat)
+        err = np.abs(z - 2048 * (x.astype(np.float64) @ y.astype(np.float64))).max() / 2048
+        rows.append((name, first, med, err))
 
-    import tegula
+    name = "mma.sync emitter gemm 256^3 fp16 (thread-level)"
+    if want(name):
+        n = 256
+        a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
+        c = np.full((n, n), np.nan, np.float32)
+        k = tegula.compile(emitter_gemm(n), target="cpu")
+        first, med = timed(lambda: k(a, b, c), args.repeat)
+        rows.append((name, first, med, np.abs(c - a.astype(np.float64) @ b.astype(np.float64).T).max()))
 
-    n = 256
-    a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
-    c = np.full((n, n), np.nan, np.float32)
-    k = tegula.compile(emitter_gemm(n), target="cpu")
-    first, med = timed(lambda: k(a, b, c), args.repeat)
-    err = np.abs(c - a.astype(np.float64) @ b.astype(np.float64).T).max()
-    rows.append(("mma.sync emitter gemm 256^3 fp16 (thread-level)", first, med, err))
+    name = "conv 3x3 im2col 1x64x64x128 -> 128 (64 x 36 steps)"
+    if want(name):
+        x = rng.standard_normal((1, 64, 64, 128)).astype(np.float16)
+        wt = (rng.standard_normal((3, 3, 128, 128)) / 16).astype(np.float16)
+        y = np.full((1, 64, 64, 128), np.nan, np.float16)
+        k = tegula.compile(conv_im2col(1), target="cpu")
+        first, med = timed(lambda: k(x, wt, y), args.repeat)
+        rows.append((name, first, med, np.abs(y - conv_reference(x, wt)).max()))
+
+    name = "T.ws producer/consumer gemm 256^3 fp16 (thread-level)"
+    if want(name):
+        n = 256
+        a, b = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
+        c = np.full((n, n), np.nan, np.float16)
+        k = tegula.compile(handoff_gemm(n), target="cpu")
+        first, med = timed(lambda: k(a, b, c), args.repeat)
+        rows.append((name, first, med, np.abs(c - a.astype(np.float64) @ b.astype(np.float64)).max()))
 
     print(f"{'kernel':<52} {'first s':>8} {'median s':>9} {'max err':>9}")
     for name, first, med, err in rows:
-        if args.only not in name:
-            continue
         print(f"{name:<52} {first:8.3f} {med:9.3f} {err:9.2e}")
 
 

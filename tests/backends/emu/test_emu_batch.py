@@ -14,6 +14,7 @@ import tegula
 import tegula.language as T
 from tegula.backends.emu import batch, races, stmts, warp
 from tegula.errors import OutOfBoundsError, RaceError
+from tegula.passconfig import PassConfigKey
 
 from tests.language.test_mma_emitter import _inputs, emitter_gemm
 
@@ -22,6 +23,7 @@ from tests.language.test_mma_emitter import _inputs, emitter_gemm
 def one_at_a_time(monkeypatch):
     """Turn batching off (the emulator as it ran before)."""
     monkeypatch.setattr(stmts, "batchable_loop", lambda s, ctx: False)
+    monkeypatch.setattr(stmts, "batchable_copy", lambda s, ctx: False)
     monkeypatch.setattr(stmts, "mma_runs", lambda ss, ctx, table: [(i, i + 1) for i in range(len(ss))])
 
 
@@ -160,3 +162,35 @@ def test_out_of_bounds_in_a_batched_loop_is_the_loops_error(monkeypatch, batched
     with pytest.raises(OutOfBoundsError, match=r"thread 96 accesses index \[64, 0\] out of bounds of "
                                                r"global buffer 'A' with shape \(64, 32\)"):
         _run(_past_the_end, a, np.zeros((64, 32), np.float32))
+
+
+@T.prim_func
+def _through_shared(A: T.Tensor((128, 64), "float16"), B: T.Tensor((128, 32), "float16")):
+    with T.Kernel(2, threads=128) as bx:
+        S = T.alloc_shared((64, 64), "float16")
+        T.copy(A[bx * 64, 0], S)                   # 4 x copy_vec of 16 bytes per thread
+        T.copy(S[:, 32:64], B[(1 - bx) * 64, 0])   # 2 x copy_vec, of other threads' vectors
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_vector_copy_loops_run_as_one_gather_and_scatter(monkeypatch, batched, rng):
+    if not batched:
+        monkeypatch.setattr(stmts, "batchable_copy", lambda s, ctx: False)
+    a = rng.standard_normal((128, 64)).astype(np.float16)
+    writes = _count(monkeypatch, races.Tracker, "write")
+    reads = _count(monkeypatch, races.Tracker, "read")
+    got = _run(_through_shared, a, np.full((128, 32), np.nan, np.float16))[1]
+    # per block: one shared write and one shared read (4 and 2 one iteration at a time)
+    assert (writes[0], reads[0]) == ((2, 2) if batched else (8, 4))
+    np.testing.assert_array_equal(got, np.concatenate([a[64:, 32:], a[:64, 32:]]))
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_vector_copy_loop_without_a_barrier_is_still_a_race(monkeypatch, batched, rng):
+    if not batched:
+        monkeypatch.setattr(stmts, "batchable_copy", lambda s, ctx: False)
+    a = rng.standard_normal((128, 64)).astype(np.float16)
+    k = tegula.compile(_through_shared, target="cuda-emu",
+                       pass_configs={PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION: True})
+    with pytest.raises(RaceError, match=r"data race \(read after write\) on shared buffer 'S'"):
+        k(a, np.zeros((128, 32), np.float16))
