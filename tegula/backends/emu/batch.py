@@ -240,17 +240,22 @@ class _LoadsToVars(Mutator):
         return v
 
 
+def _loop_lanes(s: For, ctx: Ctx) -> tuple:
+    """For a constant loop run as one more lane axis: its var's slot, the var's values
+    ``(extent, 1)``, the ``(extent, threads)`` shape, each element's thread and those flat."""
+    start = int(s.start if isinstance(s.start, int) else s.start.value)
+    ext = int(s.extent if isinstance(s.extent, int) else s.extent.value)
+    values = (start + np.arange(ext, dtype=np.int64) * int(s.step)).astype(s.var.dtype.np)[:, None]
+    shape = (ext, ctx.nthreads)
+    tids = np.broadcast_to(np.arange(ctx.nthreads), shape)
+    return ctx.slot(s.var), values, shape, tids, tids.ravel()
+
+
 def compile_batched_loop(s: For, ctx: Ctx, sequential: StmtFn) -> StmtFn:
     """Loop ``s`` (see :func:`batchable_loop`) as one vector store over ``extent x threads``;
     ``sequential`` (the loop run one iteration at a time) takes over on an out-of-bounds index."""
     n = ctx.nthreads
-    start = int(s.start if isinstance(s.start, int) else s.start.value)
-    ext = int(s.extent if isinstance(s.extent, int) else s.extent.value)
-    slot = ctx.slot(s.var)
-    values = (start + np.arange(ext, dtype=np.int64) * int(s.step)).astype(s.var.dtype.np)[:, None]
-    shape = (ext, n)
-    tids = np.broadcast_to(np.arange(n), shape)
-    all_lanes = tids.ravel()
+    slot, values, shape, tids, all_lanes = _loop_lanes(s, ctx)
     ar = np.arange(n)
     body = s.body
     ctx.vec_vars.add(id(s.var))
@@ -366,14 +371,7 @@ def compile_batched_copy(s: For, ctx: Ctx, sequential: StmtFn) -> StmtFn:
     one scatter; ``sequential`` takes over on an index out of bounds, a vector leaving its buffer
     or a misaligned vector (it reports them)."""
     dload, sload, nbytes = _copy_operands(s, ctx)
-    n = ctx.nthreads
-    start = int(s.start if isinstance(s.start, int) else s.start.value)
-    ext = int(s.extent if isinstance(s.extent, int) else s.extent.value)
-    slot = ctx.slot(s.var)
-    values = (start + np.arange(ext, dtype=np.int64) * int(s.step)).astype(s.var.dtype.np)[:, None]
-    shape = (ext, n)
-    tids = np.broadcast_to(np.arange(n), shape)
-    all_lanes = tids.ravel()
+    slot, values, shape, tids, all_lanes = _loop_lanes(s, ctx)
     dinfo, sinfo = ctx.buf(dload.buffer, dload), ctx.buf(sload.buffer, sload)
     ctx.vec_vars.add(id(s.var))
     try:
