@@ -44,6 +44,9 @@ WS_PLAIN = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_WGM
 # iteration, query blocks in index order), and with the overlap but blocks in order
 BEFORE_OVERLAP = {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False, PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
 NO_BLOCK_ORDER = {PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
+# attention's softmax overlap in warp-specialized form (a TMA producer warpgroup, K and V rings,
+# consumers without a block barrier), forced on at every head dim
+WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
 
 
 def tilelang_example(name: str):
@@ -183,6 +186,8 @@ def attention_section(args):
                 ("wgmma", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1], target="cuda")),
                 ("no_ws", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                    target="cuda", pass_configs=NO_WS)),
+                ("ws_overlap", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
+                                                        out_idx=[-1], target="cuda", pass_configs=WS_OVERLAP)),
                 ("before_overlap", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
                                                             out_idx=[-1], target="cuda", pass_configs=BEFORE_OVERLAP)),
                 ("no_block_order", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
@@ -226,7 +231,7 @@ def attention_section(args):
     table("Flash attention forward (TFLOP/s)", rows, ["shape", "dim", "causal", "cudnn_tflops", "flash_tflops",
                                                       "tilelang_tflops", "mma_sync_tflops", "wgmma_cpasync_tflops",
                                                       "no_ws_tflops", "before_overlap_tflops", "no_block_order_tflops", "wgmma_tflops",
-                                                      "wgmma_config"])
+                                                      "wgmma_config", "ws_overlap_tflops", "ws_overlap_config"])
     return rows
 
 

@@ -47,7 +47,8 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
              config_options=(("tma_off", PassConfigKey.TL_DISABLE_TMA_LOWER),
                              ("force", PassConfigKey.TEGULA_WARP_SPECIALIZE),
                              ("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP),
-                             ("min_blocks", PassConfigKey.TEGULA_MIN_BLOCKS_PER_SM))),
+                             ("min_blocks", PassConfigKey.TEGULA_MIN_BLOCKS_PER_SM),
+                             ("softmax", PassConfigKey.TEGULA_SOFTMAX_OVERLAP))),
     # the loops it takes are no longer T.Pipelined, so PipelineCopies leaves them
     PassSpec("TmaPipeline", tma_pipeline,
              "T.Pipelined loops whose copies the copy engine can do: TMA into stages, on mbarriers",

@@ -245,3 +245,132 @@ def test_softmax_overlap_on_gpu(dim, bm, bn, stages, threads, causal, seq):
     ref = torch.softmax(s, -1) @ vr
     assert torch.isfinite(o).all()
     assert float((o - ref).norm() / ref.norm()) < 5e-3
+
+
+# ------------------------------------------------------------------------------- warp-specialized
+
+WS = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True}
+WS_ON = {**WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
+
+
+def _roles(low: str) -> tuple[str, str]:
+    """(producer, consumers) of a split kernel's lowered script."""
+    p, c = low.index("# warp_specialize: (256, 128, 3)"), low.index("# warp_specialize: (0, 256, 1)")
+    return low[p:c], low[c:]
+
+
+def test_warp_specialized_form_feeds_the_schedule_from_k_and_v_rings():
+    """The producer warpgroup loads K and V into rings of their own, each stage awaited free on
+    its empty barrier; the consumers run the overlap with no block barrier in the loop, free K's
+    stage once G1 has retired (wait_group 1) and the previous V stage once G2 has (wait_group 0)."""
+    low = lower(_fa(1, 2, 512, 128, False, 1, 128, 128, 2, 256), SM90, WS).script()
+    assert "threads=384" in low
+    prod, cons = _roles(low)
+    assert prod.index("warpgroup_reg_dealloc(template=(40,)") < prod.index("for kb in T.serial(4)")
+    loop = prod[prod.index("for kb in"):]
+    i_ek = loop.index("mbarrier_wait(T.address_of(kb_empty[kb % 2]")
+    i_k = loop.index("tma_load", i_ek)
+    i_fk = loop.index("mbarrier_arrive(T.address_of(kb_full[kb % 2]", i_k)
+    i_ev = loop.index("mbarrier_wait(T.address_of(kb_empty_late[kb % 2]", i_fk)
+    i_v = loop.index("tma_load", i_ev)
+    i_fv = loop.index("mbarrier_arrive(T.address_of(kb_full_late[kb % 2]", i_v)
+    assert i_ek < i_k < i_fk < i_ev < i_v < i_fv and "wgmma" not in prod
+    assert "warpgroup_reg_alloc(template=(232,)" in cons and "tma_load" not in cons
+    body = cons[cons.index("for kb in T.serial(1, 4)"):]
+    body = body[:body.index("flash_attention.py:92)", body.index("P[") )]  # up to the last block's rescale
+    assert "sync_threads" not in body and "named_barrier" not in body
+    i_g1 = body.index("tl::wgmma_ss(")
+    i_g2 = body.index("tl::wgmma_rs(", i_g1)
+    i_w1 = body.index("wgmma_wait_group(template=(1,)", i_g2)
+    i_free_k = body.index("mbarrier_arrive(T.address_of(kb_empty[kb % 2]", i_w1)
+    i_max = body.index("shfl_xor", i_free_k)
+    i_w0 = body.index("wgmma_wait_group(template=(0,)", i_max)
+    i_free_v = body.index("mbarrier_arrive(T.address_of(kb_empty_late[(kb + 1) % 2]", i_w0)
+    i_p = body.index("P[", i_free_v)
+    assert i_g1 < i_g2 < i_w1 < i_free_k < i_max < i_w0 < i_free_v < i_p
+    # the peeled first block frees its K stage after its (waited) G1
+    first = cons[:cons.index("for kb in T.serial(1, 4)")]
+    assert first.index("wgmma_wait_group(template=(0,)") < first.index("mbarrier_arrive(T.address_of(kb_empty[0]")
+
+
+def test_warp_specialized_form_is_taken_where_the_overlap_is():
+    """Forced warp specialization takes the overlap's form where the overlap would be taken (d128
+    128x128 tiles) or is forced; elsewhere (d64: two blocks per SM without it) the plain split;
+    unforced, the kernel is TmaPipeline's as before."""
+    d128, d64 = _fa(1, 2, 512, 128, True, 1, 128, 128, 2, 256), _fa(1, 2, 512, 64, False, 1, 128, 128, 2, 256)
+    assert "kb_empty_late" in lower(d128, SM90, WS).script()
+    plain = lower(d64, SM90, WS).script()
+    assert "# warp_specialize" in plain and "empty_late" not in plain and "wgmma_wait_group(template=(1,)" not in plain
+    assert "kb_empty_late" in lower(d64, SM90, WS_ON).script()
+    default = lower(d128, SM90, {}).script()
+    assert "# warp_specialize" not in default and "kb_full_late" in default
+    off = lower(d128, SM90, {**WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}).script()
+    assert "# warp_specialize" in off and "empty_late" not in off
+
+
+@needs_compiler
+@pytest.mark.parametrize("causal", [False, True])
+def test_warp_specialized_form_compiles_with_setmaxnreg_and_no_spills(causal, tmp_path):
+    with config.override(cache_dir=str(tmp_path)):
+        k = tegula.compile(_fa(4, 16, 4096, 128, causal, 1, 128, 128, 2, 256), out_idx=[-1], target="cuda:sm_90a",
+                           pass_configs={**WS, PassConfigKey.TL_ENABLE_PTXAS_VERBOSE_OUTPUT: True})
+    src = k.get_kernel_source()
+    assert "tl::warpgroup_reg_alloc<232>" in src and "tl::wgmma_wait_group<1>()" in src[src.index("for (int kb_1 = 1"):]
+    log = k.artifact.metadata["log"]
+    if "registers" not in log:
+        pytest.skip("the compiler gave no resource report")
+    assert "0 bytes spill stores, 0 bytes spill loads" in log and "0 bytes stack frame" in log, log
+    for warning in ("C7507", "C7518", "C7517", "wgmma.wait_group is injected"):
+        assert warning not in log, log
+
+
+WS_CASES = CASES + [
+    (1, 1, 256, 128, True, 1, 128, 128, 2, 256),    # d128, the bench's tiles
+    (1, 1, 320, 64, False, 1, 128, 64, 4, 256),     # 4 stages, ragged
+]
+
+
+@pytest.mark.parametrize("case", WS_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_warp_specialized_form_on_the_hopper_emulator_matches_float64(case, rng):
+    """The producer and the consumer warpgroups run as tasks meeting at the rings' waits; the
+    emulator reports any stage refilled before both consumer warpgroups freed it, any wgmma
+    register read in flight and any barrier that never completes."""
+    b, h, n, d, causal, groups, bm, bn, st, th = case
+    low = lower(_fa(*case), SM90, WS_ON)
+    assert "empty_late" in low.script() and "warpgroup_reg_alloc" in low.script()
+    q, k, v = _random_qkv(rng, b, h, n, d, groups)
+    o = np.zeros_like(q)
+    execute(low, [q, k, v, o])
+    ref = _ex("flash_attention").reference(q, k, v, causal)
+    assert np.abs(o.astype(np.float64) - ref).max() < 5e-3
+
+
+def test_warp_specialized_form_on_the_cuda_emu_target(rng):
+    case = (1, 2, 200, 64, True, 1, 128, 64, 2, 256)
+    kern = tegula.compile(_fa(*case), out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=WS_ON)
+    assert "empty_late" in kern.get_kernel_source()
+    q, k, v = _random_qkv(rng, 1, 2, 200, 64, 1)
+    ref = _ex("flash_attention").reference(q, k, v, True)
+    assert np.abs(kern(q, k, v).astype(np.float64) - ref).max() < 5e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dim, bm, bn, stages", [(128, 128, 128, 2), (128, 128, 128, 3), (64, 128, 64, 2)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [300, 1024])
+def test_warp_specialized_form_on_gpu(dim, bm, bn, stages, causal, seq):
+    torch = sm90a_gpu()
+    B, H = 2, 4
+    k = tegula.compile(_fa(B, H, seq, dim, causal, 2, bm, bn, stages, 256), out_idx=[-1], target="cuda",
+                       pass_configs=WS_ON)
+    assert "empty_late" in k.get_kernel_source()
+    q = torch.randn(B, H, seq, dim, device="cuda", dtype=torch.float16)
+    kk, v = (torch.randn(B, H // 2, seq, dim, device="cuda", dtype=torch.float16) for _ in range(2))
+    o = k(q, kk, v).double()
+    kr, vr = kk.double().repeat_interleave(2, 1), v.double().repeat_interleave(2, 1)
+    s = (q.double() @ kr.transpose(-1, -2)) / dim ** 0.5
+    if causal:
+        s = s.masked_fill(torch.ones(seq, seq, device="cuda").triu(1).bool(), float("-inf"))
+    ref = torch.softmax(s, -1) @ vr
+    assert torch.isfinite(o).all()
+    assert float((o - ref).norm() / ref.norm()) < 5e-3

@@ -34,6 +34,7 @@ limits the SM to one block (:func:`wanted`).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional
 
 from tegula.ir import dtype as dt
@@ -133,11 +134,29 @@ def _fresh_lets(stmts: list[Stmt]) -> list[Stmt]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Rings:
+    """The mbarrier rings of a warp-specialized split (:mod:`warp_specialize`): a producer
+    warpgroup fills the stages, and the loop built by :func:`overlap_loop` is the consumers'.
+    ``full_*`` complete when a stage's tiles have landed, ``empty_*`` when every consumer thread
+    is done with it; ``*_late`` are V's (None when the loop has no late tiles); ``mb`` the
+    staged tiles (:func:`staged_tiles`)."""
+
+    full: Buffer
+    empty: Buffer
+    full_late: Optional[Buffer]
+    empty_late: Optional[Buffer]
+    mb: dict
+
+
 def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: Callable, call_stmt: Callable,
-                 barrier_addr: Callable) -> Stmt:
-    """The loop scheduled as the module docstring shows."""
+                 barrier_addr: Callable, rings: Optional[Rings] = None) -> Stmt:
+    """The loop scheduled as the module docstring shows; with ``rings``, the consumers' side of
+    it in a warp-specialized kernel: no loads, no block barrier, and each stage freed on its
+    empty barrier once the wgmma reading it has retired (K's after ``wgmma_wait(1)``, V's after
+    ``wgmma_wait(0)``)."""
     lets, g1, l1, l2, g2, early, late = parts
-    mb = staged_tiles(early + late, S, new_allocs)
+    mb = rings.mb if rings is not None else staged_tiles(early + late, S, new_allocs)
     k, n, start = loop.var, E.as_expr(loop.extent), E.as_expr(loop.start)
 
     def ring(name: str) -> Buffer:
@@ -145,8 +164,21 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
         new_allocs[b] = b
         return b
 
-    full_e = ring("full")
-    full_l = ring("full_late") if late else None
+    if rings is not None:
+        full_e, full_l = rings.full, rings.full_late
+    else:
+        full_e = ring("full")
+        full_l = ring("full_late") if late else None
+
+    def free(bars: Optional[Buffer], it: E.Expr) -> list[Stmt]:
+        """The consumers' release of stage ``it % S`` of a ring (warp-specialized only)."""
+        return [] if bars is None else [call_stmt("tl::mbarrier_arrive", barrier_addr(bars, it % S))]
+
+    def free_e(it: E.Expr) -> list[Stmt]:
+        return free(rings.empty if rings is not None else None, it)
+
+    def free_l(it: E.Expr) -> list[Stmt]:
+        return free(rings.empty_late if rings is not None else None, it)
 
     def issue(prods: list[Copy], bars: Buffer, it: E.Expr) -> Stmt:
         stage = it % S
@@ -191,25 +223,26 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
         """The deferred part of L2 and G2 of iteration ``it``."""
         return of_iteration(l2a, it) + ([wait(full_l, it)] if late else []) + of_iteration([g2], it)
 
-    init = AttrStmt("pipeline_issue", S, one_thread(seq(
-        *[call_stmt("tl::mbarrier_init", barrier_addr(b, E.const(s)), 1)
-          for b in (full_e, full_l) if b is not None for s in range(S)],
-        call_stmt("tl::fence_barrier_init"))), span=loop.span)
     sync = call_stmt("sync_threads")
-    out: list[Stmt] = [init, sync]
-    for s in range(S - 1):
-        out.append(AttrStmt("pipeline_issue", S, guarded(E.compare("lt", E.const(s), n),
-                                                         issue(early, full_e, E.const(s))), span=loop.span))
-    for s in range(S - 2):
-        if late:
-            out.append(AttrStmt("pipeline_issue", S, guarded(E.compare("lt", E.const(s), n),
-                                                             issue(late, full_l, E.const(s))), span=loop.span))
-    # iteration 0: the first G1 and softmax, nothing to overlap yet
     zero = E.const(0)
-    first = _fresh_lets([substitute(s, {k: start}) for s in lets + [g1] + l1 + l2b])
+    out: list[Stmt] = []
+    if rings is None:
+        out += [AttrStmt("pipeline_issue", S, one_thread(seq(
+            *[call_stmt("tl::mbarrier_init", barrier_addr(b, E.const(s)), 1)
+              for b in (full_e, full_l) if b is not None for s in range(S)],
+            call_stmt("tl::fence_barrier_init"))), span=loop.span), sync]
+        for s in range(S - 1):
+            out.append(AttrStmt("pipeline_issue", S, guarded(E.compare("lt", E.const(s), n),
+                                                             issue(early, full_e, E.const(s))), span=loop.span))
+        for s in range(S - 2):
+            if late:
+                out.append(AttrStmt("pipeline_issue", S, guarded(E.compare("lt", E.const(s), n),
+                                                                 issue(late, full_l, E.const(s))), span=loop.span))
+    # iteration 0: the first G1 and softmax, nothing to overlap yet (G1 waited for: K's stage is free)
+    first = _fresh_lets([substitute(s, {k: start}) for s in lets + [g1] + free_e(zero) + l1 + l2b])
     first = [_Restage(mb, zero).visit(s) for s in first]
     # no barrier: the stages it refills were never read
-    peeled = seq(wait(full_e, zero), issue_ahead(zero), *first)
+    peeled = seq(wait(full_e, zero), *([] if rings is not None else [issue_ahead(zero)]), *first)
     out.append(guarded(E.compare("lt", zero, n), peeled))
     # iterations 1 .. n - 1
     it = k - start
@@ -230,11 +263,14 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
     g2_prev = second(it - 1)
     # what the softmax computes must stay before the wait for G2 (ptxas would hoist it)
     l1_frags = tuple(dict.fromkeys(b for b in _written_buffers(seq(*l1)) if b.is_fragment))
-    body = seq(wait(full_e, it), sync, issue_ahead(it), *[stage_a.visit(s) for s in lets],
+    # warp-specialized: no block barrier and no loads here (the producer's), the stages freed as
+    # the wgmma reading them retire: K's after G1 of this block, V's after G2 of the previous
+    top = [wait(full_e, it)] + ([] if rings is not None else [sync, issue_ahead(it)])
+    body = seq(*top, *[stage_a.visit(s) for s in lets],
                in_flight(stage_a.visit(g1)), *g2_prev[:-1], in_flight(g2_prev[-1], *(() if l2a else ("no_register_fence",))),
-               wgmma_wait(1, g1.C.buffer),
+               wgmma_wait(1, g1.C.buffer), *free_e(it),
                *[stage_a.visit(s) for s in l1], wgmma_wait(0, g2.C.buffer, g2.A.buffer, after=l1_frags),
-               *[stage_a.visit(s) for s in l2b])
+               *free_l(it - 1), *[stage_a.visit(s) for s in l2b])
     ann = {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
     out.append(For(k, start + 1, n - 1, body, "serial", 1, ann, span=loop.span))
     # the last block's G2

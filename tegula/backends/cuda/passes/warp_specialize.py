@@ -59,7 +59,9 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate
 from tegula.ir.visitor import Mutator, post_order_visit, substitute
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, pipeline_parts, restaged_annotations,
                                                          staged_tiles)
-from tegula.backends.cuda.passes.tma_pipeline import barrier_addr, call_stmt, tile_numel, tma_copy_ok
+from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, overlap_loop
+from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
+from tegula.backends.cuda.passes.tma_pipeline import _one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
 
 # registers per thread after setmaxnreg: the producer's and the consumers'
 # (40 * 128 + 232 * 256 fits the 64K registers of an SM with one block of 384 threads)
@@ -85,6 +87,9 @@ WS_AUTO_MAX_ELEMS = 64 * 128
 # Smallest accumulator tile per block the pass takes by default with one k-tile of wgmma kept in
 # flight in the consumers (each releases a stage one iteration late, after ``wait_group 1``).
 WS_OVERLAP_MIN_ELEMS = 128 * 256
+# Attention loops that the softmax overlap suits (softmax_overlap.wanted) split by default, the
+# consumers running that schedule on K and V rings of their own.
+WS_ATTENTION = False
 
 
 def _gemm_loop(consumers: list) -> bool:
@@ -152,7 +157,8 @@ def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bo
     return True, ov
 
 
-def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0) -> Optional[Kernel]:
+def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0,
+                softmax: Optional[bool] = None) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
         return None
@@ -172,7 +178,12 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     S, producers, consumers = parts
     if not all(tma_copy_ok(p) for p in producers):
         return None
-    split, ov = _wanted(S, consumers, force, overlap, T)
+    att = attention_parts(consumers, producers)
+    # an attention loop with the softmax overlap: the consumers run TmaPipeline's schedule of it
+    # (softmax_overlap), fed by K and V rings of their own
+    att_ws = att is not None and bool(WS_ATTENTION if force is None else force) and \
+        softmax_wanted(att, k, S, softmax)
+    split, ov = (True, False) if att_ws else _wanted(S, consumers, force, overlap, T)
     if not split:
         return None
     pinned = k.annotations.get("layout_map") or {}
@@ -189,23 +200,17 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
 
     new_allocs: dict = {}
     mb = staged_tiles(producers, S, new_allocs)
-    bars = Buffer(f"{loop.var.name}_bars", (2 * S,), dt.uint64, "shared", span=loop.span)
     tx = Var("tx")
+    if att_ws:
+        return _split_attention(k, loop, tx, S, att, mb, new_allocs, lets, before, after)
+    bars = Buffer(f"{loop.var.name}_bars", (2 * S,), dt.uint64, "shared", span=loop.span)
     kv, n, start = loop.var, loop.extent, loop.start
     it = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
     stage = it % S
     parity = (it // S) % 2
-    producer = T // WARPGROUP
-    consumers_ids = tuple(range(producer))
-
     loads = [Copy(p.src, _Restage(mb, stage).visit(p.dst),
                   {**p.annotations, "tma_bar": bars, "tma_stage": stage, "tma_user": True}, span=p.span)
              for p in producers]
-    lo_p = producer * WARPGROUP
-
-    def region(lo: int, threads: int, *stmts: Stmt) -> Stmt:
-        return AttrStmt(WARP_SPECIALIZE, (lo, threads), seq(*stmts), span=loop.span)
-
     # each iteration: the producer waits for its stage to be free, loads it and arrives on its
     # full barrier; the consumers wait for it, compute, and free it
     produce = [call_stmt("tl::mbarrier_wait", barrier_addr(bars, S + stage), E.binary("bitxor", parity, 1)),
@@ -238,9 +243,21 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     else:
         compute = [role_loop(consume(0, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))))]
 
+    inits = [(bars, E.const(s), WARPGROUP) for s in range(S)] + [(bars, E.const(S + s), T) for s in range(S)]
+    return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after])
+
+
+def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: list, lets: list, produce: Stmt,
+           consume: list) -> Kernel:
+    """The kernel with one more warpgroup: ``produce`` for it, ``consume`` for the kernel's own
+    threads, after one thread initialized the mbarriers ``inits`` ((buffer, index, arrivals))."""
+    lo_p = T = k.num_threads
+
+    def region(lo: int, threads: int, *stmts: Stmt) -> Stmt:
+        return AttrStmt(WARP_SPECIALIZE, (lo, threads), seq(*stmts), span=loop.span)
+
     init = seq(IfThenElse(E.compare("eq", tx, 0), seq(
-        *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(s)), WARPGROUP) for s in range(S)],
-        *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(S + s)), T) for s in range(S)],
+        *[call_stmt("tl::mbarrier_init", barrier_addr(b, i), count) for b, i, count in inits],
         call_stmt("tl::fence_barrier_init"))), call_stmt("sync_threads"))
     # each role runs its own copy of the loop: a wgmma group in flight across the consumers' back
     # edge stays in warpgroup-uniform code (ptxas serializes wgmma in flight across divergent
@@ -248,19 +265,51 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     # (one if / else: the emulator runs its sides as tasks that take turns at their waits)
     out = [*lets, init, IfThenElse(
         E.compare("ge", tx, lo_p),
-        region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,)),
-               role_loop(produce)),
-        region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *before,
-               *compute, *after), span=loop.span)]
-    allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + (bars,)
+        region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,)), produce),
+        region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *consume), span=loop.span)]
+    allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + tuple(bars)
     return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
                                thread_var=tx,
                                annotations={**restaged_annotations(k.annotations, new_allocs),
-                                            "warp_specialized": consumers_ids})
+                                            "warp_specialized": tuple(range(T // WARPGROUP))})
+
+
+def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict, new_allocs: dict, lets: list,
+                     before: list, after: list) -> Kernel:
+    """The attention loop split: the producer loads K (the early tiles) and V (the late ones) of
+    each key block into rings of their own, each stage waited free on its empty barrier; the
+    consumers run the softmax overlap's schedule (:func:`overlap_loop` with its rings)."""
+    T = k.num_threads
+    early, late = att[5], att[6]
+    kv, n, start = loop.var, loop.extent, loop.start
+    it = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
+    stage, parity = it % S, (it // S) % 2
+
+    def ring(name: str) -> Buffer:
+        return Buffer(f"{kv.name}_{name}", (S,), dt.uint64, "shared", span=loop.span)
+
+    rings = Rings(ring("full"), ring("empty"), ring("full_late") if late else None,
+                  ring("empty_late") if late else None, mb)
+    produce: list[Stmt] = []
+    for prods, full, empty in ((early, rings.full, rings.empty), (late, rings.full_late, rings.empty_late)):
+        if not prods:
+            continue
+        produce += [call_stmt("tl::mbarrier_wait", barrier_addr(empty, stage), E.binary("bitxor", parity, 1)),
+                    *[Copy(p.src, _Restage(mb, stage).visit(p.dst),
+                           {**p.annotations, "tma_bar": full, "tma_stage": stage, "tma_user": True}, span=p.span)
+                      for p in prods],
+                    call_stmt("tl::mbarrier_arrive", barrier_addr(full, stage))]
+    ann = {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
+    producer = For(kv, start, n, seq(*produce), "serial", 1, ann, span=loop.span)
+    consumer = overlap_loop(loop, S, att, new_allocs, _one_thread, call_stmt, barrier_addr, rings)
+    bars = tuple(b for b in (rings.full, rings.empty, rings.full_late, rings.empty_late) if b is not None)
+    inits = [(b, E.const(s), WARPGROUP if b in (rings.full, rings.full_late) else T) for b in bars for s in range(S)]
+    return _split(k, loop, tx, new_allocs, bars, inits, lets, producer, [*before, consumer, *after])
 
 
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
-                    overlap: Optional[bool] = None, min_blocks: Optional[int] = None) -> PrimFunc:
+                    overlap: Optional[bool] = None, min_blocks: Optional[int] = None,
+                    softmax: Optional[bool] = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
     consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
     ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
@@ -272,7 +321,7 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap, int(min_blocks or 0))
+            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax)
             return k if got is None else got
 
     return M().visit(func)
