@@ -27,13 +27,22 @@ KERNELS: dict[str, Callable[[], Any]] = {
                                                                      threads=256),
     # WarpSpecialize with one k-tile of wgmma in flight in two consumer warpgroups
     "gemm_ws_overlap": lambda: ex("gemm").matmul.get_tir(128, 256, 192, 128, 128, 32, 3, 256),
+    # the softmax overlap (G2 of block j - 1 beside the softmax of block j): TmaPipeline's form,
+    # and the warp-specialized one (a producer warpgroup on K and V rings; 4 key blocks, so that
+    # the producer waits for a stage the loop frees, not only the peeled first block)
+    "flash_attention_overlap": lambda: ex("flash_attention").flash_attention(1, 1, 192, 64, block_M=128,
+                                                                             num_stages=2, threads=256),
+    "flash_attention_ws": lambda: ex("flash_attention").flash_attention(1, 1, 256, 64, block_M=128, num_stages=2,
+                                                                        threads=256),
 }
 
 
 # the checks here are written against TmaPipeline's lowering of these kernels (one warpgroup
 # set issuing and computing); WarpSpecialize, which takes some of them by default, has its own
 NO_WS = {"tl.disable_warp_specialized": True}
-CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True}}
+CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True},
+           "flash_attention_overlap": {**NO_WS, "tegula.softmax_overlap": True},
+           "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True}}
 
 
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:

@@ -8,7 +8,8 @@ The only mutants allowed to pass are equivalent ones, found from the IR itself: 
 copy engine fills them, and the mbarrier orders that), which the PTX ISA does not require; those
 must still compute the right result. Also equivalent, in a loop keeping one k-tile of wgmma in
 flight: a ``wgmma_fence_operands`` right after a ``wait_group`` that leaves the group writing
-those registers in flight (the last k-tile's ``wait_group 0`` pins them again before any read),
+those registers in flight (not one pinning the registers of a group that wait retired, as the
+softmax overlap's pin of G1's result after ``wait_group 1``) (the last k-tile's ``wait_group 0`` pins them again before any read),
 and the ``wgmma.fence`` of that last k-tile after the loop (since the loop's groups nothing but
 wgmma touched the accumulators, and the PTX ISA orders chained accumulation implicitly).
 """
@@ -29,7 +30,8 @@ from emu_util import assert_match, random_args
 from hopper_util import KERNELS, SYNC, Mutate, lowered, sync_statements, without
 
 LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention": "flash_attention.py:",
-         "gemm_ws_overlap": "gemm.py:"}
+         "gemm_ws_overlap": "gemm.py:", "flash_attention_overlap": "flash_attention.py:",
+         "flash_attention_ws": "flash_attention.py:"}
 
 
 class _Lookahead(Mutate):
@@ -58,6 +60,29 @@ class _Lookahead(Mutate):
         if isinstance(node, S.Evaluate) and isinstance(node.value, E.Builtin) and \
                 node.value.name == "tl::fence_proxy_async":
             self.fence_reads.append((len(self.seen) - 1, self.ahead.get(id(node), set())))
+        return out
+
+
+class _Groups(Mutate):
+    """Also notes, for each synchronization statement, the accumulators of the wgmma group
+    committed last before it (``last_group[i]``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: set = set()
+        self.committed: set = set()
+        self.last_group: list = []
+
+    def visit(self, node):
+        if isinstance(node, S.Evaluate) and isinstance(node.value, E.Builtin):
+            name = node.value.name
+            if name in ("tl::wgmma_ss", "tl::wgmma_rs"):
+                self.pending.add(node.value.args[0].args[0].buffer)
+            elif name == "tl::wgmma_commit_group":
+                self.committed, self.pending = self.pending, set()
+        out = super().visit(node)
+        while len(self.last_group) < len(self.seen):
+            self.last_group.append(self.committed)
         return out
 
 
@@ -96,8 +121,14 @@ def equivalent_mutants(low) -> set:
         waits = [j for j in range(i) if stmts[j].value.name == "tl::wgmma_wait_group"]
         return bool(waits) and dict(stmts[waits[-1]].value.attrs)["template"] != (0,)
 
+    groups = _Groups()
+    groups.visit(low)
+
+    def pins_in_flight(i):  # the registers it pins are written by the group left in flight
+        return stmts[i].value.args[0].args[0].buffer in groups.last_group[i]
+
     out = {i for i in range(1, len(stmts)) if stmts[i].value.name == "tl::wgmma_fence_operands"
-           and stmts[i - 1].value.name == "tl::wgmma_wait_group" and in_flight(i)}
+           and stmts[i - 1].value.name == "tl::wgmma_wait_group" and in_flight(i) and pins_in_flight(i)}
     out |= {i for i in range(len(stmts)) if stmts[i].value.name == "tl::wgmma_fence" and in_flight(i)}
     for i, bufs in la.fence_reads:
         if bufs and all(all(hi <= lo2 or hi2 <= lo for lo2, hi2 in written) for lo, hi in map(extent, bufs)):
@@ -127,7 +158,7 @@ def test_every_mutant_is_reported(name, cases):
     stmts = sync_statements(low)
     kinds = {s.value.name for s in stmts}
     need = {"tl::wgmma_fence", "tl::wgmma_wait_group", "sync_threads"}
-    if name in ("gemm_cp_async", "flash_attention"):  # generic writes that wgmma reads (TMA-only tiles need none)
+    if name in ("gemm_cp_async", "flash_attention", "flash_attention_overlap", "flash_attention_ws"):  # generic writes that wgmma reads (TMA-only tiles need none)
         need.add("tl::fence_proxy_async")
     need |= {"tl::cp_async_wait"} if name == "gemm_cp_async" else {"tl::mbarrier_wait", "tl::mbarrier_arrive"}
     assert need <= kinds, kinds

@@ -143,6 +143,7 @@ class _Inserter:
         self.lets: dict = {}  # the lets seen so far, for disjoint_stores
         self.sync = barrier  # the barrier this code's threads meet at
         self.sync_name = "sync_threads"
+        self.loops = 0  # loops around the statement being visited
 
     def is_sync(self, s: Stmt) -> bool:
         return _is_sync(s, self.sync_name)
@@ -181,7 +182,9 @@ class _Inserter:
         if isinstance(s, For) and self.uniform(s.start, s.extent if not isinstance(s.extent, int) else None):
             before = st.copy()
             given = _stmts(s.body)
+            self.loops += 1
             body = self.block(given, st)
+            self.loops -= 1
             # a barrier the body's head needs for what came before the loop goes before the
             # loop, not into every iteration (the back edge below orders the iterations)
             out: list[Stmt] = []
@@ -207,7 +210,9 @@ class _Inserter:
             st.merge(st_else)
             return [IfThenElse(s.cond, seq(*then), seq(*els) if els is not None else None, span=s.span)]
         if isinstance(s, While) and self.uniform(s.cond):
+            self.loops += 1
             body = self.block(_stmts(s.body), st)
+            self.loops -= 1
             head_r, head_w = _head_accesses(body, self.is_sync)
             r0, w0 = accesses(s.cond, ordering=True)
             if st.conflicts(head_r | r0, head_w):
@@ -231,7 +236,7 @@ class _Inserter:
         inner.sync_name = "tl::named_barrier_sync"
         ist = _State()
         body = inner.block(_stmts(cond_if.then), ist)
-        if _head_conflicts(body, ist, inner.is_sync):  # the region's next run (in a loop)
+        if self.loops and _head_conflicts(body, ist, inner.is_sync):  # the region's next run (in a loop)
             body.append(inner.sync())
         out: list[Stmt] = []
         head_r, head_w = _head_accesses(_stmts(cond_if.then), inner.is_sync)
