@@ -110,10 +110,12 @@ class PassConfigKey(str, enum.Enum):
     TEGULA_WGMMA_OVERLAP = "tegula.wgmma_overlap"
     # sm_90a: split pipelined TMA loops into a producer warpgroup and consumers (WarpSpecialize);
     # True / False force it on / off, unset: for loops of gemms over tiles up to 64 x 128 or of at
-    # least 128 x 256 (those with the wgmma overlap)
+    # least 128 x 256 (those with the wgmma overlap), and attention loops the softmax overlap
+    # suits with the same number of key blocks in every block (not causal)
     TEGULA_WARP_SPECIALIZE = "tegula.warp_specialize"
     # sm_90a: an attention-shaped TMA-pipelined loop (gemm, softmax, gemm from registers) runs the
-    # second gemm of a block beside the next block's softmax (TmaPipeline); True / False force it
+    # second gemm of a block beside the next block's softmax (TmaPipeline, or the consumers of a
+    # loop WarpSpecialize splits); True / False force it
     # on / off, unset: where the fragments live across the overlap fit 160 registers per thread and
     # shared memory already limits the SM to one block
     TEGULA_SOFTMAX_OVERLAP = "tegula.softmax_overlap"
@@ -158,7 +160,7 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TEGULA_WARP_SPECIALIZE: "CUDA sm_90a: WarpSpecialize on (True) or off (False) for every loop it can take",
     K.TEGULA_DISABLE_BLOCK_ORDER: "CUDA sm_90a: skip OrderBlocks (longest blocks first)",
     K.TEGULA_BLOCK_RASTER: "CUDA sm_90a: RasterBlocks' strip width for GEMM-shaped grids (0: launch order)",
-    K.TEGULA_SOFTMAX_OVERLAP: "CUDA sm_90a: TmaPipeline runs attention's second gemm beside the next softmax (True / False)",
+    K.TEGULA_SOFTMAX_OVERLAP: "CUDA sm_90a: attention's second gemm beside the next softmax (TmaPipeline, WarpSpecialize; True / False)",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",
     K.TL_ASCEND_AUTO_SYNC: "Ascend: insert the flags between pipes automatically",

@@ -296,14 +296,16 @@ def test_warp_specialized_form_feeds_the_schedule_from_k_and_v_rings():
 def test_warp_specialized_form_is_taken_where_the_overlap_is():
     """Forced warp specialization takes the overlap's form where the overlap would be taken (d128
     128x128 tiles) or is forced; elsewhere (d64: two blocks per SM without it) the plain split;
-    unforced, the kernel is TmaPipeline's as before."""
+    unforced, only loops with the same trip count in every block."""
     d128, d64 = _fa(1, 2, 512, 128, True, 1, 128, 128, 2, 256), _fa(1, 2, 512, 64, False, 1, 128, 128, 2, 256)
     assert "kb_empty_late" in lower(d128, SM90, WS).script()
     plain = lower(d64, SM90, WS).script()
     assert "# warp_specialize" in plain and "empty_late" not in plain and "wgmma_wait_group(template=(1,)" not in plain
     assert "kb_empty_late" in lower(d64, SM90, WS_ON).script()
+    # by default: split where every block runs the same number of key blocks (not causal)
     default = lower(d128, SM90, {}).script()
     assert "# warp_specialize" not in default and "kb_full_late" in default
+    assert "kb_empty_late" in lower(_fa(1, 2, 512, 128, False, 1, 128, 128, 2, 256), SM90, {}).script()
     off = lower(d128, SM90, {**WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}).script()
     assert "# warp_specialize" in off and "empty_late" not in off
 

@@ -28,6 +28,10 @@ Before/after (S = 2; ``async``: committed, not waited for: ``AttrStmt("wgmma_asy
                                                     L2(j)
                                                 wait V[(n - 1) % 2]; T.gemm(P, V_s[(n - 1) % 2], acc_o)
 
+``WarpSpecialize`` builds the same schedule for the consumers of a split loop (``rings``: a
+producer warpgroup fills K and V, the consumers free each stage on its empty barrier as the wgmma
+reading it retires, and the loop has no block barrier and no loads).
+
 ``tegula.softmax_overlap`` forces it on or off; unset, it is taken when the fragments that stay
 live across the overlap fit the registers (:data:`AUTO_MAX_REGS`) and shared memory already
 limits the SM to one block (:func:`wanted`).

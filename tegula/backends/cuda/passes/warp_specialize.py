@@ -13,6 +13,14 @@ the overlap below (see :func:`_wanted`); ``tegula.warp_specialize`` forces it on
 loop it can take. The rest is left to ``TmaPipeline``. ``tl.disable_warp_specialized`` (or
 ``tl.disable_tma_lower``) removes the pass.
 
+An attention-shaped loop (:func:`softmax_overlap.attention_parts`) that the softmax overlap suits
+(:func:`softmax_overlap.wanted`, or ``tegula.softmax_overlap``) is split into that schedule
+(:func:`_split_attention`): the producer loads K and V into rings of their own (full/empty
+mbarriers each), the consumers run :func:`softmax_overlap.overlap_loop` on those rings with no
+block barrier in the loop, freeing K's stage after ``wait_group 1`` (G1 retired) and the previous
+V stage after ``wait_group 0``; by default where every block runs the same number of key blocks
+(:data:`WS_ATTENTION`: causal attention measured slower split), forced with ``tegula.warp_specialize``.
+
 With the overlap (``tegula.wgmma_overlap``, by default for accumulators of at least 128x256) the
 consumers keep one k-tile of wgmma in flight: each gemm waits for all but the group it just
 committed (``wait_group 1``), after which k-tile ``k - 1`` has retired and its stage is freed
@@ -56,7 +64,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
-from tegula.ir.visitor import Mutator, post_order_visit, substitute
+from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, pipeline_parts, restaged_annotations,
                                                          staged_tiles)
 from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, overlap_loop
@@ -88,8 +96,19 @@ WS_AUTO_MAX_ELEMS = 64 * 128
 # flight in the consumers (each releases a stage one iteration late, after ``wait_group 1``).
 WS_OVERLAP_MIN_ELEMS = 128 * 256
 # Attention loops that the softmax overlap suits (softmax_overlap.wanted) split by default, the
-# consumers running that schedule on K and V rings of their own.
-WS_ATTENTION = False
+# consumers running that schedule on K and V rings of their own, where every block runs the same
+# number of key blocks. Measured on an H200 (BENCHMARKS.md), d128 128x128 tiles: +7% (4x16x4096)
+# and +10% (16k tokens) over TmaPipeline's overlap; causal (trip counts growing with blockIdx.x)
+# -6% and -8%, so left to TmaPipeline.
+WS_ATTENTION = True
+
+
+def _same_trip_count(k: Kernel, loop: For, lets: list) -> bool:
+    """The loop's extent (through the kernel's lets) depends on no block index."""
+    vals: dict = {}
+    for s in lets:
+        vals[s.var] = substitute(s.value, vals)
+    return not uses_var(substitute(E.as_expr(loop.extent), vals), list(k.block_vars))
 
 
 def _gemm_loop(consumers: list) -> bool:
@@ -140,7 +159,8 @@ def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bo
     64x128 without overlap (+12% for the 64-row tiles of M = 64), and over tiles of at least
     128x256 with it; split promoting loops (:func:`_promoting_loop`) of 256 threads over tiles
     of at least 128x128 without it; leave 128x128 tiles of 128 threads (-32% split) and
-    attention (-5..-22%: the softmax between the gemms) to TmaPipeline."""
+    attention (-5..-22%: the softmax between the gemms) to TmaPipeline, except the attention
+    loops :func:`_specialize` splits into the softmax overlap's schedule."""
     gemm_loop = _gemm_loop(consumers)
     elems = _max_elems(consumers)
     ov = gemm_loop and (overlap if overlap is not None else elems >= WS_OVERLAP_MIN_ELEMS)
@@ -181,7 +201,9 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     att = attention_parts(consumers, producers)
     # an attention loop with the softmax overlap: the consumers run TmaPipeline's schedule of it
     # (softmax_overlap), fed by K and V rings of their own
-    att_ws = att is not None and bool(WS_ATTENTION if force is None else force) and \
+    lets = [s for s in body if isinstance(s, LetStmt)]
+    by_default = WS_ATTENTION and _same_trip_count(k, loop, lets)
+    att_ws = att is not None and bool(by_default if force is None else force) and \
         softmax_wanted(att, k, S, softmax)
     split, ov = (True, False) if att_ws else _wanted(S, consumers, force, overlap, T)
     if not split:
@@ -190,7 +212,6 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     if any(p.dst.buffer in pinned for p in producers):  # T.annotate_layout: no TMA box for it
         return None
     # lets of index arithmetic stay where every thread sees them; the rest is the consumers'
-    lets = [s for s in body if isinstance(s, LetStmt)]
     if any(_reads_memory(s.value) for s in lets):
         return None
     before = [s for s in body[:li] if not isinstance(s, LetStmt)]
@@ -315,7 +336,8 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
     ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
     measured rule of :func:`_wanted`; ``overlap``: ``tegula.wgmma_overlap``; ``min_blocks``:
     ``tegula.min_blocks_per_sm``, above 1 the pass leaves the kernel, as it does a kernel
-    annotated with ``T.annotate_min_blocks_per_sm``)."""
+    annotated with ``T.annotate_min_blocks_per_sm``; ``softmax``: ``tegula.softmax_overlap``,
+    whether an attention loop split runs the softmax overlap's schedule)."""
     if tma_off:
         return func
 
