@@ -30,6 +30,9 @@ needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA co
 NO_WS = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}
 OFF = {**NO_WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}
 ON = {**NO_WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}  # the small kernels here fit two blocks per SM
+# the warp-specialized form (WarpSpecialize: a producer warpgroup on K and V rings)
+WS = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True}
+WS_ON = {**WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
 SM90 = Target("cuda", "sm_90a")
 
 
@@ -135,10 +138,15 @@ def _random_qkv(rng, b, h, n, d, groups):
 def test_hopper_emulator_matches_float64(case, rng):
     """The wgmma + TMA lowering run by the Hopper emulator, which reports any mbarrier, TMA or
     wgmma hazard (registers read in flight, stages refilled while read)."""
+    _emulated(case, ON, ("full_late", "tl::wgmma_rs"), rng)
+
+
+def _emulated(case: tuple, configs: dict, marks: tuple, rng) -> None:
+    """The kernel of ``case`` lowered with ``configs`` (its script showing ``marks``), run by the
+    Hopper emulator against float64."""
     b, h, n, d, causal, groups, bm, bn, st, th = case
-    f = _fa(*case)
-    low = lower(f, SM90, ON)
-    assert "full_late" in low.script() and "tl::wgmma_rs" in low.script()
+    low = lower(_fa(*case), SM90, configs)
+    assert all(m in low.script() for m in marks)
     q, k, v = _random_qkv(rng, b, h, n, d, groups)
     o = np.zeros_like(q)
     execute(low, [q, k, v, o])
@@ -146,11 +154,14 @@ def test_hopper_emulator_matches_float64(case, rng):
     assert np.abs(o.astype(np.float64) - ref).max() < 5e-3
 
 
-def test_cuda_emu_target_on_sm90a_matches_float64(rng):
-    """``cuda-emu:sm_90a`` (the gemms on mma.sync there, TMA and the schedule as on the GPU)."""
+@pytest.mark.parametrize("form", ["tma", "ws"])
+def test_cuda_emu_target_on_sm90a_matches_float64(form, rng):
+    """``cuda-emu:sm_90a`` (the gemms on mma.sync there, TMA and the schedule as on the GPU), in
+    TmaPipeline's form and in the warp-specialized one."""
     case = (1, 2, 200, 64, True, 1, 128, 64, 2, 256)
-    kern = tegula.compile(_fa(*case), out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=ON)
-    assert "full_late" in kern.get_kernel_source()
+    configs, mark = (ON, "full_late") if form == "tma" else (WS_ON, "empty_late")
+    kern = tegula.compile(_fa(*case), out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=configs)
+    assert mark in kern.get_kernel_source()
     q, k, v = _random_qkv(rng, 1, 2, 200, 64, 1)
     ref = _ex("flash_attention").reference(q, k, v, True)
     assert np.abs(kern(q, k, v).astype(np.float64) - ref).max() < 5e-3
@@ -230,11 +241,18 @@ def _buffers(low):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [300, 1024])
 def test_softmax_overlap_on_gpu(dim, bm, bn, stages, threads, causal, seq):
+    _on_gpu((dim, bm, bn, stages, threads, causal, seq), {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}, "full_late")
+
+
+def _on_gpu(cfg: tuple, configs: dict, mark: str) -> None:
+    """GQA attention (2 groups) built with ``configs`` (its source showing ``mark``) on the GPU
+    against float64."""
+    dim, bm, bn, stages, threads, causal, seq = cfg
     torch = sm90a_gpu()
     B, H = 2, 4
     k = tegula.compile(_fa(B, H, seq, dim, causal, 2, bm, bn, stages, threads), out_idx=[-1], target="cuda",
-                       pass_configs={PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True})
-    assert "full_late" in k.get_kernel_source()
+                       pass_configs=configs)
+    assert mark in k.get_kernel_source()
     q = torch.randn(B, H, seq, dim, device="cuda", dtype=torch.float16)
     kk, v = (torch.randn(B, H // 2, seq, dim, device="cuda", dtype=torch.float16) for _ in range(2))
     o = k(q, kk, v).double()
@@ -248,9 +266,6 @@ def test_softmax_overlap_on_gpu(dim, bm, bn, stages, threads, causal, seq):
 
 
 # ------------------------------------------------------------------------------- warp-specialized
-
-WS = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True}
-WS_ON = {**WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
 
 
 def _roles(low: str) -> tuple[str, str]:
@@ -337,23 +352,7 @@ def test_warp_specialized_form_on_the_hopper_emulator_matches_float64(case, rng)
     """The producer and the consumer warpgroups run as tasks meeting at the rings' waits; the
     emulator reports any stage refilled before both consumer warpgroups freed it, any wgmma
     register read in flight and any barrier that never completes."""
-    b, h, n, d, causal, groups, bm, bn, st, th = case
-    low = lower(_fa(*case), SM90, WS_ON)
-    assert "empty_late" in low.script() and "warpgroup_reg_alloc" in low.script()
-    q, k, v = _random_qkv(rng, b, h, n, d, groups)
-    o = np.zeros_like(q)
-    execute(low, [q, k, v, o])
-    ref = _ex("flash_attention").reference(q, k, v, causal)
-    assert np.abs(o.astype(np.float64) - ref).max() < 5e-3
-
-
-def test_warp_specialized_form_on_the_cuda_emu_target(rng):
-    case = (1, 2, 200, 64, True, 1, 128, 64, 2, 256)
-    kern = tegula.compile(_fa(*case), out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=WS_ON)
-    assert "empty_late" in kern.get_kernel_source()
-    q, k, v = _random_qkv(rng, 1, 2, 200, 64, 1)
-    ref = _ex("flash_attention").reference(q, k, v, True)
-    assert np.abs(kern(q, k, v).astype(np.float64) - ref).max() < 5e-3
+    _emulated(case, WS_ON, ("empty_late", "warpgroup_reg_alloc"), rng)
 
 
 @pytest.mark.gpu
@@ -361,18 +360,4 @@ def test_warp_specialized_form_on_the_cuda_emu_target(rng):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("seq", [300, 1024])
 def test_warp_specialized_form_on_gpu(dim, bm, bn, stages, causal, seq):
-    torch = sm90a_gpu()
-    B, H = 2, 4
-    k = tegula.compile(_fa(B, H, seq, dim, causal, 2, bm, bn, stages, 256), out_idx=[-1], target="cuda",
-                       pass_configs=WS_ON)
-    assert "empty_late" in k.get_kernel_source()
-    q = torch.randn(B, H, seq, dim, device="cuda", dtype=torch.float16)
-    kk, v = (torch.randn(B, H // 2, seq, dim, device="cuda", dtype=torch.float16) for _ in range(2))
-    o = k(q, kk, v).double()
-    kr, vr = kk.double().repeat_interleave(2, 1), v.double().repeat_interleave(2, 1)
-    s = (q.double() @ kr.transpose(-1, -2)) / dim ** 0.5
-    if causal:
-        s = s.masked_fill(torch.ones(seq, seq, device="cuda").triu(1).bool(), float("-inf"))
-    ref = torch.softmax(s, -1) @ vr
-    assert torch.isfinite(o).all()
-    assert float((o - ref).norm() / ref.norm()) < 5e-3
+    _on_gpu((dim, bm, bn, stages, 256, causal, seq), WS_ON, "empty_late")
