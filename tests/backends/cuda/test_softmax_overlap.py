@@ -40,6 +40,15 @@ def _fa(*args, **kw):
     return _ex("flash_attention").flash_attention(*args, **kw)
 
 
+def _in_order(text: str, *needles: str) -> list[int]:
+    """Where each of ``needles`` is in ``text``, each found after the one before."""
+    out, at = [], 0
+    for n in needles:
+        at = text.index(n, at)
+        out.append(at)
+    return out
+
+
 def _loop_source(src: str) -> str:
     return src[src.index("for (int kb = 1"):]
 
@@ -51,17 +60,9 @@ def test_attention_loop_runs_the_second_gemm_beside_the_next_softmax():
     # in the loop: G1 committed, the previous block's acc_o *= rescale while G1 computes, V's
     # stage awaited, G2 issued, then wait_group 1 (G1 done) before the softmax, its results stored
     # for ptxas to keep them before wait_group 0 (G2 done), then P written
-    i_g1 = loop.index("tl::wgmma_ss(")
-    i_commit = loop.index("tl::wgmma_commit_group", i_g1)
-    i_rescale = loop.index("acc_o[", i_commit)
-    i_late = loop.index("kb_full_late", i_rescale)
-    i_g2 = loop.index("tl::wgmma_rs(", i_late)
-    i_w1 = loop.index("wgmma_wait_group(template=(1,)", i_g2)
-    i_max = loop.index("shfl_xor", i_w1)
-    i_order = loop.index("tl::wgmma_order_after(", i_max)
-    i_w0 = loop.index("wgmma_wait_group(template=(0,)", i_order)
-    i_p = loop.index("P[", i_w0)
-    assert i_g1 < i_commit < i_rescale < i_late < i_g2 < i_w1 < i_max < i_order < i_w0 < i_p
+    i_g1, i_commit, _, _, _, i_w1, _, _, i_w0, _ = _in_order(
+        loop, "tl::wgmma_ss(", "tl::wgmma_commit_group", "acc_o[", "kb_full_late", "tl::wgmma_rs(",
+        "wgmma_wait_group(template=(1,)", "shfl_xor", "tl::wgmma_order_after(", "wgmma_wait_group(template=(0,)", "P[")
     assert "wgmma_wait_group(template=(0,)" not in loop[i_commit:i_w1]
     assert "acc_o[" not in loop[i_w1:i_w0]
     # after the loop: the last block's acc_o *= rescale, then its G2
@@ -282,27 +283,17 @@ def test_warp_specialized_form_feeds_the_schedule_from_k_and_v_rings():
     assert "threads=384" in low
     prod, cons = _roles(low)
     assert prod.index("warpgroup_reg_dealloc(template=(40,)") < prod.index("for kb in T.serial(4)")
-    loop = prod[prod.index("for kb in"):]
-    i_ek = loop.index("mbarrier_wait(T.address_of(kb_empty[kb % 2]")
-    i_k = loop.index("tma_load", i_ek)
-    i_fk = loop.index("mbarrier_arrive(T.address_of(kb_full[kb % 2]", i_k)
-    i_ev = loop.index("mbarrier_wait(T.address_of(kb_empty_late[kb % 2]", i_fk)
-    i_v = loop.index("tma_load", i_ev)
-    i_fv = loop.index("mbarrier_arrive(T.address_of(kb_full_late[kb % 2]", i_v)
-    assert i_ek < i_k < i_fk < i_ev < i_v < i_fv and "wgmma" not in prod
+    _in_order(prod[prod.index("for kb in"):], "mbarrier_wait(T.address_of(kb_empty[kb % 2]", "tma_load",
+              "mbarrier_arrive(T.address_of(kb_full[kb % 2]", "mbarrier_wait(T.address_of(kb_empty_late[kb % 2]",
+              "tma_load", "mbarrier_arrive(T.address_of(kb_full_late[kb % 2]")
+    assert "wgmma" not in prod
     assert "warpgroup_reg_alloc(template=(232,)" in cons and "tma_load" not in cons
     body = cons[cons.index("for kb in T.serial(1, 4)"):]
-    body = body[:body.index("flash_attention.py:92)", body.index("P[") )]  # up to the last block's rescale
+    body = body[:body.index("flash_attention.py:92)", body.index("P["))]  # up to the last block's rescale
     assert "sync_threads" not in body and "named_barrier" not in body
-    i_g1 = body.index("tl::wgmma_ss(")
-    i_g2 = body.index("tl::wgmma_rs(", i_g1)
-    i_w1 = body.index("wgmma_wait_group(template=(1,)", i_g2)
-    i_free_k = body.index("mbarrier_arrive(T.address_of(kb_empty[kb % 2]", i_w1)
-    i_max = body.index("shfl_xor", i_free_k)
-    i_w0 = body.index("wgmma_wait_group(template=(0,)", i_max)
-    i_free_v = body.index("mbarrier_arrive(T.address_of(kb_empty_late[(kb + 1) % 2]", i_w0)
-    i_p = body.index("P[", i_free_v)
-    assert i_g1 < i_g2 < i_w1 < i_free_k < i_max < i_w0 < i_free_v < i_p
+    _in_order(body, "tl::wgmma_ss(", "tl::wgmma_rs(", "wgmma_wait_group(template=(1,)",
+              "mbarrier_arrive(T.address_of(kb_empty[kb % 2]", "shfl_xor", "wgmma_wait_group(template=(0,)",
+              "mbarrier_arrive(T.address_of(kb_empty_late[(kb + 1) % 2]", "P[")
     # the peeled first block frees its K stage after its (waited) G1
     first = cons[:cons.index("for kb in T.serial(1, 4)")]
     assert first.index("wgmma_wait_group(template=(0,)") < first.index("mbarrier_arrive(T.address_of(kb_empty[0]")
