@@ -4,7 +4,8 @@ range ``prof`` so that a profiler can pick that launch alone; its CUDA source is
     ncu --nvtx --nvtx-include "prof/" --set full --clock-control none -o OUT/CASE-FW \\
         python benchmarks/profile_pairs.py CASE tegula|tilelang OUTDIR
 
-CASE: attn128, attn128c (flash attention fwd d128, 4x16x4096, causal), attn64, gemm16 (fp16
+CASE: attn128, attn128c (flash attention fwd d128, 4x16x4096, causal), attn64, attn128-tma and
+attn128c-ws (tegula's other form of the softmax overlap than the default's), gemm16 (fp16
 4096^3, 128x256x64, 3 stages, 256 threads), or a case of bench_corpus.py (mla_decode, gemv, ...).
 ``benchmarks/run_profile_device.sh`` runs it for a list of cases on the GPU.
 """
@@ -22,6 +23,10 @@ import torch  # noqa: E402
 HOPPER = {
     "attn128": dict(dim=128, causal=False), "attn128c": dict(dim=128, causal=True),
     "attn64": dict(dim=64, causal=False), "attn64c": dict(dim=64, causal=True),
+    # tegula's two forms of the softmax overlap, whichever the default takes: TmaPipeline's
+    # (no WarpSpecialize) and the warp-specialized one
+    "attn128-tma": dict(dim=128, causal=False, configs={"tl.disable_warp_specialized": True}),
+    "attn128c-ws": dict(dim=128, causal=True, configs={"tegula.warp_specialize": True}),
 }
 
 
@@ -65,7 +70,8 @@ def hopper_case(case: str, fw: str):
         import flash_attention as ex
         import tegula
 
-        k = tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *cfg), out_idx=[-1], target="cuda")
+        k = tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *cfg), out_idx=[-1], target="cuda",
+                           pass_configs=spec.get("configs"))
     else:
         k = tilelang.compile(bh.tilelang_example("flash_attention").flash_attention(batch, heads, seq, dim, causal, 1, *cfg),
                              out_idx=[-1])
