@@ -35,6 +35,7 @@ from tegula.language import lowlevel, semantic
 from tegula.language.builder import DIALECT, Builder, KernelFrame, new_var
 from tegula.language.primitives import KernelSpec, LoopSpec, serial
 from tegula.language.proxy import ConstSymbol, TensorSpec
+from tegula.language.loop_fragments import widen_loop_fragments
 from tegula.language.safe_access import guard_global_accesses
 from tegula.language.views import BufferData
 
@@ -516,8 +517,9 @@ class Parser:
         if DIALECT in frame.annotations and _ascend().is_npu_frame(frame):  # T.Cube / T.Vector: NPU
             self.b.emit(_ascend().finish_kernel(ctx.grid, block_vars, frame, seq(body)))
             return
-        self.b.emit(Kernel(ctx.grid, ctx.threads, block_vars, tuple(frame.allocs), seq(body),
-                           frame.alloc_inits, frame.annotations, thread_var=frame.thread_var))
+        self.b.emit(widen_loop_fragments(Kernel(ctx.grid, ctx.threads, block_vars, tuple(frame.allocs),
+                                                seq(body), frame.alloc_inits, frame.annotations,
+                                                thread_var=frame.thread_var)))
 
     def visit_Return(self, node: ast.Return) -> None:
         if len(self.b.stack) != self.base_depth or self.b.kernel is not None and not self.is_macro:

@@ -819,3 +819,63 @@ def test_comparing_a_const_with_no_value_is_an_error_not_a_silent_false(rng):
     with pytest.raises(KernelTypeError, match="'G' .* has no value") as e:
         group_sums_branching(a)
     assert "G == 4" in str(e.value)
+
+
+# -- fragments that only T.Parallel nests index by their own loop variables ---------------------
+
+def sink_kernel(heads, block_M, blocks):
+    @T.prim_func
+    def sink(Sinks: T.Tensor((heads,), "float16"), X: T.Tensor((blocks * block_M,), "float32"),
+             Y: T.Tensor((blocks * block_M,), "float32")):
+        with T.Kernel(blocks, threads=128) as bx:
+            sinks = T.alloc_fragment([heads], "float16")  # smaller than the loops that index it
+            acc = T.alloc_fragment([block_M], "float32")
+            for i in T.Parallel(block_M):
+                sinks[i] = Sinks[bx % heads]
+            T.copy(X[bx * block_M], acc)
+            for i in T.Parallel(block_M):
+                acc[i] = acc[i] * 2.0 + T.exp2(sinks[i] * 1.5)
+            T.copy(acc, Y[bx * block_M])
+
+    return sink
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+def test_fragment_sized_by_its_parallel_loops(target, rng, heads):
+    block_M, blocks = 64, 4
+    k = built(sink_kernel(heads, block_M, blocks), target, out_idx=[-1])
+    s = rng.standard_normal(heads).astype(np.float16)
+    x = rng.standard_normal(blocks * block_M).astype(np.float32)
+    ds, dx = to_device(target, s, x)
+    # the sink term is float16 (its product and exp2 round to float16): compared on its own
+    term = to_host(k(ds, dx)).astype(np.float64) - x.astype(np.float64) * 2
+    want = np.exp2(np.repeat(s[np.arange(blocks) % heads].astype(np.float64), block_M) * 1.5)
+    np.testing.assert_allclose(term, want, rtol=3e-3, atol=1e-5)
+    assert "sinks = T.alloc_fragment((64,), \"float16\")" in sink_kernel(heads, block_M, blocks).script()
+
+
+def overrun_kernel(by_copy):
+    @T.prim_func
+    def overrun(X: T.Tensor((16,), "float32"), Y: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment([8], "float32")
+            for i in T.Parallel(16):
+                f[i] = X[i]  # past the end of f, which a tile op or another index also uses
+            if by_copy:
+                T.copy(f, Y[0:8])
+            else:
+                for i in T.Parallel(16):
+                    Y[i] = f[15 - i]
+
+    return overrun
+
+
+@pytest.mark.parametrize("by_copy", [True, False])
+def test_fragment_used_otherwise_keeps_its_shape(by_copy):
+    func = overrun_kernel(by_copy)
+    assert 'f = T.alloc_fragment((8,), "float32")' in func.script()
+    for target in ("cpu", "cuda-emu"):
+        with pytest.raises(tegula.errors.OutOfBoundsError, match="'f") as e:
+            tegula.compile(func, target=target)(np.random.standard_normal(16).astype(np.float32),
+                                                 np.zeros(16, np.float32))
+        assert "f[i] = X[i]" in str(e.value) or "T.Parallel(16)" in str(e.value)
