@@ -1,7 +1,8 @@
-"""Time the interpreter (``target="cpu"``) on a 1024^3 fp16 GEMM and flash attention forward.
+"""Time the interpreter (``target="cpu"``) on a 1024^3 fp16 GEMM, flash attention forward and fp8 tiles.
 
 The kernels are those of ``examples/gemm.py`` and ``examples/flash_attention.py``, one
-128x128x32 ``T.gemm`` repeated 2048 times in a serial loop (the cost of one tile GEMM call), and
+128x128x32 ``T.gemm`` repeated 2048 times in a serial loop (the cost of one tile GEMM call), the
+same for deepgemm's 64x128x128 fp8 e4m3 tile (its operands converted to float32 at every call),
 a hand-written tensor-core GEMM (``TensorCoreIntrinEmitter``: ldmatrix / mma.sync per warp, a
 thread-level kernel, which target cpu runs as the emulator does), an im2col convolution
 (64x64x128 NHWC input, 3x3, 128 filters: 64 blocks x 36 k-steps of ``T.im2col`` + copy + gemm,
@@ -84,19 +85,23 @@ def emitter_gemm(n: int):
     return mm
 
 
-@T.prim_func
-def gemm_loop(X: T.Tensor((128, 32), "float16"), Y: T.Tensor((32, 128), "float16"),
-              Z: T.Tensor((128, 128), "float32")):
-    with T.Kernel(1, threads=128) as _:
-        A = T.alloc_shared((128, 32), "float16")
-        B = T.alloc_shared((32, 128), "float16")
-        C = T.alloc_fragment((128, 128), "float32")
-        T.copy(X, A)
-        T.copy(Y, B)
-        T.clear(C)
-        for _k in T.serial(2048):
-            T.gemm(A, B, C)
-        T.copy(C, Z)
+def gemm_loop(a_shape: tuple, b_shape: tuple, dtype: str, reps: int, transpose_B: bool = False):
+    """One block repeating ``T.gemm(A, B, C)`` on shared tiles ``reps`` times: the cost of one call."""
+    M, N = a_shape[0], (b_shape[0] if transpose_B else b_shape[1])
+
+    @T.prim_func
+    def loop(X: T.Tensor(a_shape, dtype), Y: T.Tensor(b_shape, dtype), Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as _:
+            A = T.alloc_shared(a_shape, dtype)
+            B = T.alloc_shared(b_shape, dtype)
+            C = T.alloc_fragment((M, N), "float32")
+            T.copy(X, A)
+            T.copy(Y, B)
+            T.clear(C)
+            for _k in T.serial(reps):
+                T.gemm(A, B, C, transpose_B=transpose_B)
+            T.copy(C, Z)
+    return loop
 
 
 def conv_im2col(n: int, h: int = 64, w: int = 64, c: int = 128, f: int = 128):
@@ -205,8 +210,20 @@ def main() -> None:
     if want(name):
         x, y = (rng.standard_normal(s).astype(np.float16) for s in ((128, 32), (32, 128)))
         z = np.full((128, 128), np.nan, np.float32)
-        first, med = timed(lambda: execute(gemm_loop, [x, y, z]), args.repeat)
+        first, med = timed(lambda: execute(gemm_loop((128, 32), (32, 128), "float16", 2048), [x, y, z]),
+                           args.repeat)
         err = np.abs(z - 2048 * (x.astype(np.float64) @ y.astype(np.float64))).max() / 2048
+        rows.append((name, first, med, err))
+
+    name = "512 x T.gemm 64x128x128 fp8 e4m3 (deepgemm's tile)"
+    if want(name):
+        import ml_dtypes
+
+        x, y = (rng.standard_normal(s).astype(ml_dtypes.float8_e4m3fn) for s in ((64, 128), (128, 128)))
+        z = np.full((64, 128), np.nan, np.float32)
+        f = gemm_loop((64, 128), (128, 128), "float8_e4m3", 512, transpose_B=True)
+        first, med = timed(lambda: execute(f, [x, y, z]), args.repeat)
+        err = np.abs(z - 512 * (x.astype(np.float64) @ y.astype(np.float64).T)).max() / 512
         rows.append((name, first, med, err))
 
     name = "mma.sync emitter gemm 256^3 fp16 (thread-level)"

@@ -217,7 +217,7 @@ def _cast(e: Cast, ctx: Any) -> CExpr:
     if to.is_int and frm.is_float:  # saturating, NaN -> 0 (the table's cast semantics)
         return CExpr(lambda env: ops.cast_array(fa(env), frm, to), a.vec)
     npd = to.np
-    return CExpr(lambda env: fa(env).astype(npd), a.vec)
+    return CExpr(lambda env: ops.widen(fa(env), npd), a.vec)
 
 
 @COMMON.expr_rule(Call)

@@ -275,3 +275,26 @@ def test_casts_agree(frm, to, data):
     fn = compile_expr(E.Cast(to, var), ctx).fn
     env[s] = np.full(2, v, dtype=frm.np)
     assert _same(fn(env)[1], want, to)
+
+
+# -- one-byte floats widen through a table of their 256 codes ---------------------------------
+
+@pytest.mark.parametrize("frm", ["float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"])
+@pytest.mark.parametrize("to", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.bool_])
+def test_widen_is_astype_bit_for_bit(frm, to):
+    d = np.dtype(getattr(ml_dtypes, frm))
+    codes = np.arange(256, dtype=np.uint8).view(d)  # every code, NaNs and infinities included
+    rng = np.random.default_rng()
+    tile = rng.integers(0, 256, (48, 40), dtype=np.uint8).view(d)[::3, 1::2]  # strided view
+    for x in (codes, tile):
+        got, want = ops.widen(x, to), x.astype(to)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    s = codes[7]  # a numpy scalar takes astype's own path
+    assert ops.widen(s, to) == s.astype(to)
+
+
+def test_widen_without_copy_returns_the_array():
+    x = np.ones((4, 4), np.float32)
+    assert ops.widen(x, np.float32, copy=False) is x
+    assert ops.widen(x, np.float32) is not x

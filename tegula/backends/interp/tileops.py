@@ -133,7 +133,7 @@ def _convert(tile: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Narrow float destinations convert through float32 (round to nearest even)."""
     if dst.dtype.itemsize < 4 and dst.dtype.kind not in "iub" and \
             tile.dtype not in (F32, dst.dtype):
-        return tile.astype(F32)
+        return ops.widen(tile)
     return tile
 
 
@@ -148,7 +148,7 @@ def _copy(s: Copy, ctx: Ctx) -> StmtFn:
     def copy(env: list) -> None:
         tile = src.read(env)
         if narrow_dst:
-            tile = tile.astype(F32)
+            tile = ops.widen(tile)
         elif to_int:
             tile = ops.cast_array(tile, sd, dd)
         dst.write(env, tile)
@@ -177,8 +177,8 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
         comp = F32
 
     def product(env: list) -> np.ndarray:
-        a = _as2d(ra.read(env), s, "A").astype(comp, copy=False)
-        b = _as2d(rb.read(env), s, "B").astype(comp, copy=False)
+        a = ops.widen(_as2d(ra.read(env), s, "A"), comp, copy=False)
+        b = ops.widen(_as2d(rb.read(env), s, "B"), comp, copy=False)
         if ta:
             a = a.T
         if tb:
@@ -215,7 +215,7 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
 def _reduce_tile(c: Combiner, x: np.ndarray, ax: int, acc: np.dtype, dtype: Any) -> np.ndarray:
     """``x`` combined along axis ``ax`` as row ``c`` says, in accumulator dtype ``acc``."""
     if c.widen and x.dtype != acc:
-        x = x.astype(acc)
+        x = ops.widen(x, acc)
     if c.absolute:
         x = np.abs(x)
     if not x.shape[ax]:
