@@ -119,6 +119,9 @@ class PassConfigKey(str, enum.Enum):
     # on / off, unset: where the fragments live across the overlap fit 160 registers per thread and
     # shared memory already limits the SM to one block
     TEGULA_SOFTMAX_OVERLAP = "tegula.softmax_overlap"
+    # sm_90a: whole tiles stored to global memory through the copy engine (TmaStores); True / False
+    # force it on / off for shared tiles and fragments, unset: shared tiles (TileLang's default)
+    TEGULA_TMA_STORE = "tegula.tma_store"
     # sm_90a: keep blockIdx.x in order where the pipelined loop grows with it (OrderBlocks off)
     TEGULA_DISABLE_BLOCK_ORDER = "tegula.disable_block_order"
     # sm_90a: GEMM-shaped kernels launch their blocks in strips of this many columns for L2 reuse
@@ -160,6 +163,7 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TEGULA_WARP_SPECIALIZE: "CUDA sm_90a: WarpSpecialize on (True) or off (False) for every loop it can take",
     K.TEGULA_DISABLE_BLOCK_ORDER: "CUDA sm_90a: skip OrderBlocks (longest blocks first)",
     K.TEGULA_BLOCK_RASTER: "CUDA sm_90a: RasterBlocks' strip width for GEMM-shaped grids (0: launch order)",
+    K.TEGULA_TMA_STORE: "CUDA sm_90a: TMA stores of whole tiles to global memory, shared tiles and fragments (True / False)",
     K.TEGULA_SOFTMAX_OVERLAP: "CUDA sm_90a: attention's second gemm beside the next softmax (TmaPipeline, WarpSpecialize; True / False)",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",

@@ -24,6 +24,7 @@ from tegula.backends.cuda.passes.plan_shared_memory import plan_shared_memory
 from tegula.backends.cuda.passes.raster_blocks import raster_blocks
 from tegula.backends.cuda.passes.pipeline_copies import pipeline_copies
 from tegula.backends.cuda.passes.tma_pipeline import tma_pipeline
+from tegula.backends.cuda.passes.tma_stores import tma_stores
 from tegula.backends.cuda.passes.use_wgmma import use_wgmma
 from tegula.backends.cuda.passes.vectorize_loops import vectorize_loops
 from tegula.backends.cuda.passes.warp_specialize import warp_specialize
@@ -58,6 +59,11 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
     # must see tile-level copies, so it runs before lowering
     PassSpec("PipelineCopies", pipeline_copies,
              "T.Pipelined: multi-buffered shared tiles, copies issued stages ahead (cp.async)"),
+    # after the pipelines: the shared memory their stages take is known
+    PassSpec("TmaStores", tma_stores,
+             "whole tiles stored to global memory by TMA (shared tiles; fragments staged through one)",
+             unless=PassConfigKey.TL_DISABLE_TMA_LOWER, archs=("sm_90a",), target_options=("arch",),
+             config_options=(("force", PassConfigKey.TEGULA_TMA_STORE),)),
     # layout inference decides per gemm
     PassSpec("UseWgmma", use_wgmma, "T.gemm on wgmma where its shapes allow",
              unless=PassConfigKey.TEGULA_DISABLE_WGMMA, archs=("sm_90a",)),

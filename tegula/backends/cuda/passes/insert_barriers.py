@@ -31,7 +31,8 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Evaluate, Fo
 from tegula.ir.visitor import Mutator, Visitor, uses_var
 from tegula.backends.cuda.passes.disjoint_stores import iterations_disjoint
 
-_READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::wgmma_desc": (0,)}
+_READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::wgmma_desc": (0,),
+              "tl::tma_store": (1,)}
 _WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,)}
 # what the threads' barriers need not order: mbarrier calls (synchronization themselves) and TMA
 # loads (the copy engine's, ordered by their mbarrier); shared-memory liveness still sees them

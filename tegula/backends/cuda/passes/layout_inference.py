@@ -409,6 +409,7 @@ def choose_shared_layouts(kernel: Kernel, threads: Optional[int] = None) -> dict
                     out[b] = Swizzled(shape, b.dtype.itemsize)
 
     post_order_visit(kernel.body, see)
+    out.update(_tma_store_tiles(kernel, out))
     if kernel.annotations.get("wgmma"):  # marked by UseWgmma (sm_90a)
         from tegula.backends.cuda.passes.lower_wgmma import wgmma_shared_layouts
 
@@ -420,6 +421,22 @@ def choose_shared_layouts(kernel: Kernel, threads: Optional[int] = None) -> dict
     for buf, lay in (kernel.annotations.get("layout_map") or {}).items():  # T.annotate_layout wins
         if buf.is_shared and isinstance(lay, (RowMajor, Swizzled, WgmmaShared, SharedLayout)):
             out[buf] = lay
+    return out
+
+
+def _tma_store_tiles(kernel: Kernel, chosen: dict) -> dict:
+    """Shared tiles that a TMA store reads (``TmaStores``) and nothing else lays out: the copy
+    engine's swizzled blocks (a box per block; fragments write their rows without bank conflicts)."""
+    out: dict = {}
+
+    def see(n: Any) -> None:
+        if isinstance(n, Copy) and n.annotations.get("tma_store"):
+            b = n.src.buffer
+            shape = tuple(int(d) for d in b.shape)
+            if b not in chosen and WgmmaShared.suits(shape, b.dtype.itemsize):
+                out[b] = WgmmaShared(shape, b.dtype.itemsize)
+
+    post_order_visit(kernel.body, see)
     return out
 
 

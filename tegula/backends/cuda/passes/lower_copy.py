@@ -55,6 +55,10 @@ def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
         from tegula.backends.cuda.passes.lower_tma import lower_tma_copy
 
         return lower_tma_copy(ctx, c, lambda plain: lower_copy(ctx, plain))
+    if "tma_store" in c.annotations:  # marked by TmaStores (sm_90a)
+        from tegula.backends.cuda.passes.lower_tma import lower_tma_store
+
+        return lower_tma_store(ctx, c, lambda plain: lower_copy(ctx, plain))
     s, d = c.src, c.dst
     sf, df = s.buffer.is_fragment, d.buffer.is_fragment
     if sf and df and whole(s) and whole(d) and ctx.layout(s.buffer).same(ctx.layout(d.buffer)):

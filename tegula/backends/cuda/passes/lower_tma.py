@@ -31,7 +31,7 @@ from tegula.errors import UnsupportedError
 from tegula.ir.stmt import AttrStmt, Copy, Evaluate, IfThenElse, Stmt, seq
 from tegula.layout.shared import RowMajor, Swizzled
 from tegula.layout.wgmma import WgmmaShared
-from tegula.backends.cuda.passes.lowering_context import Ctx, addr, call, region_index
+from tegula.backends.cuda.passes.lowering_context import Ctx, addr, call, region_index, sync
 
 # the copy engine's swizzle modes (CUtensorMapSwizzle) by swizzle width in bytes
 TMA_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
@@ -88,25 +88,52 @@ def lower_tma_copy(ctx: Ctx, c: Copy, plain: Any) -> Stmt:
                 f"'{dst.buffer.name}' (it needs a static global shape with 16-byte aligned row "
                 f"strides, boxes of at most 256 elements per dimension, and a whole 2-d shared "
                 f"tile of the same dtype)", c.span, hint="use T.copy for this tile")
-    flat, lay = ctx.shared(dst.buffer)
-    rows, cols = (int(d) for d in dst.buffer.shape[-2:])
-    eb = src.buffer.dtype.itemsize
-    got = _block_width(lay, cols, eb)
-    if got is None:
+    boxes = _boxes(ctx, src, dst)
+    if boxes is None:
         return plain(Copy(src, dst, rest, span=c.span))
+    rows, cols = (int(d) for d in dst.buffer.shape[-2:])
+    bar = Builtin("address_of", (ctx.load(bars, (stage,)),), dt.int64, (("ctype", "uint64_t"),))
+    stmts: list[Stmt] = [Evaluate(call("tl::mbarrier_expect_tx", bar, rows * cols * src.buffer.dtype.itemsize))]
+    stmts += [Evaluate(call("tl::tma_load", d, tmap, bar, *coords)) for tmap, d, coords in boxes]
+    return IfThenElse(E.compare("eq", ctx.tid, 0), seq(*stmts))
+
+
+def _boxes(ctx: Ctx, glob: Any, tile: Any) -> Optional[list]:
+    """(tensor map, shared address, coordinates innermost first) of each box that moves the whole
+    shared tile ``tile`` to or from region ``glob`` (one box per block of the tile's shared
+    layout), or None when no swizzle mode reproduces that layout."""
+    flat, lay = ctx.shared(tile.buffer)
+    cols = int(tile.buffer.shape[-1])
+    got = _block_width(lay, cols, glob.buffer.dtype.itemsize)
+    if got is None:
+        return None
     W, sw = got
     if sw:  # the copy engine swizzles by address bits: the tile starts at the pattern's repeat
         ctx.smem_align[flat] = max(ctx.smem_align.get(flat, 0), 1024)
-    nd = src.buffer.ndim
-    starts = list(src.starts)
-    box = [1 if (isinstance(e, int) and e == 1) else int(e) for e in src.extents]
+    starts = list(glob.starts)
+    box = [1 if (isinstance(e, int) and e == 1) else int(e) for e in glob.extents]
     box[-1] = W
-    tmap = _map(ctx, src.buffer, tuple(reversed(box)), TMA_SWIZZLE[sw])
-    bar = Builtin("address_of", (ctx.load(bars, (stage,)),), dt.int64, (("ctype", "uint64_t"),))
-    stmts: list[Stmt] = [Evaluate(call("tl::mbarrier_expect_tx", bar, rows * cols * eb))]
+    tmap = _map(ctx, glob.buffer, tuple(reversed(box)), TMA_SWIZZLE[sw])
+    out = []
     for b in range(cols // W):
         coords = starts[:-1] + [starts[-1] + b * W]
-        d = addr(BufferLoad(flat, (lay.offset(region_index(dst, (0, b * W))),)))
-        stmts.append(Evaluate(call("tl::tma_load", d, tmap, bar, *reversed(coords))))
-    assert nd == len(coords)
-    return IfThenElse(E.compare("eq", ctx.tid, 0), seq(*stmts))
+        out.append((tmap, addr(BufferLoad(flat, (lay.offset(region_index(tile, (0, b * W))),))),
+                    tuple(reversed(coords))))
+    return out
+
+
+def lower_tma_store(ctx: Ctx, c: Copy, plain: Any) -> Stmt:
+    """The copy engine's stores for ``c`` (a shared tile to global memory, marked ``tma_store``
+    by ``TmaStores``): every thread makes its generic writes of the tile visible to the async
+    proxy (``fence.proxy.async``), a barrier orders them before one thread issues the stores, which waits until they have read the tile (``cp.async.bulk.wait_group.read``),
+    so the tile may be written again after the next barrier. Elements of a box past the
+    tensor's edge are not written, as ``T.copy`` drops out-of-bounds writes."""
+    rest = {k: v for k, v in c.annotations.items() if k != "tma_store"}
+    boxes = _boxes(ctx, c.dst, c.src)
+    if boxes is None:
+        return plain(Copy(c.src, c.dst, rest, span=c.span))
+    issue = [Evaluate(call("tl::tma_store", tmap, s, *coords)) for tmap, s, coords in boxes]
+    return seq(Evaluate(call("tl::fence_proxy_async")), sync(),
+               IfThenElse(E.compare("eq", ctx.tid, 0), seq(
+                   *issue, Evaluate(call("tl::tma_store_commit")),
+                   Evaluate(call("tl::tma_store_wait", template=(0,))))))

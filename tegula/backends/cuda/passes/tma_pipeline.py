@@ -66,19 +66,32 @@ def _one_thread(s: Stmt) -> Stmt:
 def tma_copy_ok(c: Copy) -> bool:
     """True when the copy engine can do ``c`` (a global -> shared copy into one whole 2-d tile of
     its shared buffer, leading dimensions such as stages indexed)."""
-    if c.src.buffer.data is not None:  # T.make_tensor: no tensor map for an address computed in the kernel
+    return c.src.buffer.is_global and tma_box_ok(c, c.src, c.dst)
+
+
+def tma_store_ok(c: Copy) -> bool:
+    """True when the copy engine can store ``c`` (one whole 2-d shared tile -> a box of a global
+    tensor; the box may run past the tensor's edge, where the copy engine drops the elements)."""
+    return c.dst.buffer.is_global and c.src.buffer.is_shared and tma_box_ok(c, c.dst, c.src)
+
+
+def tma_box_ok(c: Copy, glob: Any, tile: Any) -> bool:
+    """True when region ``glob`` of a global tensor and the whole 2-d tile ``tile`` of a shared
+    buffer (leading dimensions such as stages indexed) are one box of a tensor map: a static
+    global shape of at most 5 dimensions with 16-byte aligned row strides, the same dtype, at most
+    256 elements per box dimension, the tile's columns the tensor's innermost dimension."""
+    g, t = glob.buffer, tile.buffer
+    if g.data is not None:  # T.make_tensor: no tensor map for an address computed in the kernel
         return False
-    src, dst = c.src, c.dst
-    g, t = src.buffer, dst.buffer
     if g.dtype != t.dtype or g.dtype.name not in TMA_DTYPES or not 1 <= g.ndim <= 5:
         return False
     if not all(isinstance(d, int) for d in g.shape) or not all(isinstance(d, int) for d in t.shape):
         return False
     if c.annotations.get("disable_tma"):  # T.copy(..., disable_tma=True)
         return False
-    if len(t.shape) < 2 or any(not (isinstance(e, int) and e == 1) for e in dst.extents[:-2]):
+    if len(t.shape) < 2 or any(not (isinstance(e, int) and e == 1) for e in tile.extents[:-2]):
         return False
-    if any(const_int(s) != 0 or e != d for (s, e), d in zip(dst.ranges[-2:], t.shape[-2:])):
+    if any(const_int(s) != 0 or e != d for (s, e), d in zip(tile.ranges[-2:], t.shape[-2:])):
         return False
     eb = g.dtype.itemsize
     stride = eb
@@ -86,7 +99,7 @@ def tma_copy_ok(c: Copy) -> bool:
         stride *= int(d)
         if stride % 16:
             return False
-    ext = src.extents
+    ext = glob.extents
     if not all(isinstance(e, int) and 1 <= e <= MAX_BOX for e in ext[:-1]):
         return False
     rows, cols = (int(x) for x in t.shape[-2:])

@@ -118,6 +118,23 @@ TL_DEVICE void tma_store_5d(const TensorMap* desc, const void* smem_src, int c0,
       : "memory");
 }
 
+/// The stores above with the tensor map given by reference (a __grid_constant__ kernel parameter)
+/// and the dimension told by the number of coordinates: what generated code calls.
+TL_DEVICE void tma_store(const TensorMap& map, const void* src, int c0) { tma_store_1d(&map, src, c0); }
+TL_DEVICE void tma_store(const TensorMap& map, const void* src, int c0, int c1) {
+  tma_store_2d(&map, src, c0, c1);
+}
+TL_DEVICE void tma_store(const TensorMap& map, const void* src, int c0, int c1, int c2) {
+  tma_store_3d(&map, src, c0, c1, c2);
+}
+TL_DEVICE void tma_store(const TensorMap& map, const void* src, int c0, int c1, int c2, int c3) {
+  tma_store_4d(&map, src, c0, c1, c2, c3);
+}
+TL_DEVICE void tma_store(const TensorMap& map, const void* src, int c0, int c1, int c2, int c3,
+                         int c4) {
+  tma_store_5d(&map, src, c0, c1, c2, c3, c4);
+}
+
 /// Close the current group of TMA stores.
 TL_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 /// Wait until at most N store groups still read shared memory.

@@ -1,0 +1,124 @@
+"""TmaStores (sm_90a): copies of whole tiles to global memory go through the copy engine
+(``cp.async.bulk.tensor`` from shared memory) where a tensor map can describe the box.
+
+Two forms are taken, where they stand in a kernel's top-level statements or in a warp-specialized
+region's (code that every thread of the block, or of the region, runs):
+
+- ``T.copy(S, C[...])`` with ``S`` a whole 2-d shared tile: marked ``tma_store``, which
+  ``lower_tma.lower_tma_store`` lowers (a proxy fence by every thread, then one thread's stores,
+  their commit and the wait until they have read the tile);
+- ``T.copy(F, C[...])`` with ``F`` a whole fragment: staged through a shared tile of C's dtype
+  made here (``F_tma``), which layout inference lays out in the copy engine's swizzled blocks,
+  then stored as above; only where the kernel's shared memory, the new tile included, fits the
+  arch without sharing bytes.
+
+``force`` (``tegula.tma_store``) True takes both forms wherever they apply, False neither. By
+default the first form is taken (TileLang does the same), the second for the accumulators of
+gemms when :data:`STAGE_ACCUMULATORS` says so. ``tl.disable_tma_lower`` removes the pass.
+
+Before/after (the second form)::
+
+    T.copy(C_local, C[by * 128, bx * 256])     C_local_tma = T.alloc_shared((128, 256), "float16")
+                                               T.copy(C_local, C_local_tma)
+                                               T.copy(C_local_tma, C[by * 128, bx * 256])  # tma_store
+
+The box may run past the tensor's edge: the copy engine writes only the elements inside it, as
+``T.copy`` drops out-of-bounds writes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from tegula.ir.buffer import SHARED_DYN, Buffer, BufferRegion
+from tegula.ir.stmt import WARP_SPECIALIZE, AttrStmt, Copy, Gemm, IfThenElse, Kernel, PrimFunc, SeqStmt, Stmt, seq
+from tegula.ir.visitor import Mutator, post_order_visit
+from tegula.backends.cuda.passes.check_resources import smem_limit
+from tegula.backends.cuda.passes.lowering_context import whole
+from tegula.backends.cuda.passes.plan_shared_memory import align
+from tegula.backends.cuda.passes.tma_pipeline import tma_box_ok, tma_store_ok
+
+# Whether, by default, a gemm accumulator stored from registers (``T.copy(C_local, C[...])``) is
+# staged through shared memory for a TMA store.
+STAGE_ACCUMULATORS = False
+# bytes a swizzled tile may lose to its 1024-byte alignment
+_SWIZZLE_SLACK = 1024
+
+
+def _shared_bytes(k: Kernel) -> int:
+    return sum(align(int(b.numel()) * b.dtype.itemsize) + _SWIZZLE_SLACK for b in k.allocs
+               if b.is_shared and all(isinstance(d, int) for d in b.shape))
+
+
+class _Stores:
+    def __init__(self, k: Kernel, limit: int, force: Optional[bool]):
+        self.force = force
+        self.budget = limit - _shared_bytes(k)
+        self.new: list[Buffer] = []
+        accs: set = set()
+        post_order_visit(k.body, lambda n: accs.add(n.C.buffer) if isinstance(n, Gemm) else None)
+        self.accumulators = accs
+
+    def copy(self, c: Copy) -> Stmt:
+        s, d = c.src, c.dst
+        if s.buffer.is_shared:
+            if self.force is False or not tma_store_ok(c):
+                return c
+            return dataclasses.replace(c, annotations={**c.annotations, "tma_store": True})
+        if not (s.buffer.is_fragment and d.buffer.is_global and whole(s) and s.buffer.ndim == 2):
+            return c
+        if not (self.force or (self.force is None and STAGE_ACCUMULATORS and s.buffer in self.accumulators)):
+            return c
+        shape = tuple(s.buffer.shape)
+        if not all(isinstance(x, int) for x in shape):
+            return c
+        tile = Buffer(f"{s.buffer.name}_tma", shape, d.buffer.dtype, SHARED_DYN, span=c.span)
+        full = BufferRegion(tile, tuple((0, int(x)) for x in shape), span=c.span)
+        store = Copy(full, d, {**c.annotations, "tma_store": True}, span=c.span)
+        nbytes = align(tile.numel() * tile.dtype.itemsize) + _SWIZZLE_SLACK
+        if not tma_box_ok(store, d, full) or nbytes > self.budget:
+            return c
+        self.budget -= nbytes
+        self.new.append(tile)
+        return seq(Copy(s, full, dict(c.annotations), span=c.span), store)
+
+    def stmts(self, s: Stmt) -> Stmt:
+        """``s`` with the copies of its uniform statements taken."""
+        if isinstance(s, Copy):
+            return self.copy(s)
+        if isinstance(s, SeqStmt):
+            out = [self.stmts(x) for x in s.stmts]
+            return s if all(a is b for a, b in zip(out, s.stmts)) else dataclasses.replace(s, stmts=tuple(out))
+        if isinstance(s, AttrStmt) and s.key == WARP_SPECIALIZE:
+            body = self.stmts(s.body)
+            return s if body is s.body else dataclasses.replace(s, body=body)
+        if isinstance(s, IfThenElse) and _region_sides(s):
+            then, else_ = self.stmts(s.then), self.stmts(s.else_)
+            return s if (then is s.then and else_ is s.else_) else dataclasses.replace(s, then=then, else_=else_)
+        return s
+
+
+def _region_sides(s: IfThenElse) -> bool:
+    """Both sides of ``s`` are warp-specialized regions (WarpSpecialize's producer / consumers)."""
+    def region(b: Any) -> bool:
+        while isinstance(b, SeqStmt) and len(b.stmts) == 1:
+            b = b.stmts[0]
+        return isinstance(b, AttrStmt) and b.key == WARP_SPECIALIZE
+    return s.else_ is not None and region(s.then) and region(s.else_)
+
+
+def tma_stores(func: PrimFunc, arch: str = "sm_90a", force: Optional[bool] = None) -> PrimFunc:
+    """Store whole tiles to global memory by TMA in every kernel of ``func`` (``force``:
+    ``tegula.tma_store``, both forms on or off; unset, see the module docstring; ``arch``: whose
+    shared-memory limit bounds the staged tiles)."""
+    limit = smem_limit(arch)
+
+    class M(Mutator):
+        def visit_Kernel(self, k: Kernel) -> Kernel:
+            st = _Stores(k, limit, force)
+            body = st.stmts(k.body)
+            if body is k.body:
+                return k
+            return dataclasses.replace(k, body=body, allocs=tuple(k.allocs) + tuple(st.new))
+
+    return M().visit(func)
