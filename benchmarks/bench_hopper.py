@@ -47,6 +47,8 @@ NO_BLOCK_ORDER = {PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
 # attention's softmax overlap in warp-specialized form (a TMA producer warpgroup, K and V rings,
 # consumers without a block barrier), forced on at every head dim
 WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
+# the accumulator staged through shared memory and stored by TMA (TmaStores' fragment form)
+TMA_STORE = {PassConfigKey.TEGULA_TMA_STORE: True}
 
 
 def tilelang_example(name: str):
@@ -101,6 +103,8 @@ def gemm_section(args):
             cfgs = wg_configs if M > 64 else [(64, 128, 64, 4, 128), (64, 256, 64, 3, 128)]
             for label, configs, build in (
                 ("wgmma", cfgs, lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1], target="cuda")),
+                ("tma_store", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1],
+                                                                  target="cuda", pass_configs=TMA_STORE)),
                 ("no_ws", cfgs, lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1],
                                                          target="cuda", pass_configs=NO_WS)),
                 ("ws_plain", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1],
@@ -145,10 +149,13 @@ def gemm_section(args):
                     row["wgmma_vs_no_ws"] = w / row["no_ws_tflops"]
                 if row.get("ws_plain_tflops"):
                     row["wgmma_vs_ws_plain"] = w / row["ws_plain_tflops"]
+                if row.get("tma_store_tflops"):
+                    row["tma_store_vs_wgmma"] = row["tma_store_tflops"] / w
             rows.append(row)
             print(row)
     table("GEMM (TFLOP/s)", rows, ["dtype", "shape", "cublas_tflops", "tilelang_tflops", "mma_sync_tflops",
                                    "wgmma_cpasync_tflops", "no_ws_tflops", "ws_plain_tflops", "wgmma_tflops", "wgmma_config",
+                                   "tma_store_tflops", "tma_store_config",
                                    "wgmma_overlap_tflops",
                                    "wgmma_overlap_config", "wgmma_vs_cublas",
                                    "wgmma_vs_tilelang"])

@@ -166,6 +166,8 @@ CASES = {
     "TmaPipeline": (small_gemm, "cuda:sm_90a", NO_WS),
     "UseWgmma": (small_gemm, "cuda:sm_90a", NO_WS),
     "WarpSpecialize": (small_gemm, "cuda:sm_90a"),
+    # the accumulator's store staged through a shared tile (the default leaves fragments)
+    "TmaStores": (small_gemm, "cuda:sm_90a", {"tegula.tma_store": True}),
     "OrderBlocks": (triangle, "cuda:sm_90a"),
     "VectorizeLoops": (vector_loads, "cuda:sm_80"),
 }

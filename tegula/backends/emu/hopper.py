@@ -11,7 +11,8 @@ What the PTX ISA defines, as the sm_90a lowering uses it:
   bytes are in flight.
 - **TMA stores** (``tl::tma_store(map, src, c...)``): read shared memory through the async proxy
   when issued (so generic writes before need ``fence.proxy.async``), write the box's in-bounds
-  elements to global memory; the shared bytes stay in use until ``tl::tma_store_wait<N>``.
+  elements to global memory; the shared bytes stay in use until ``tl::tma_store_wait<N>``, which
+  must retire every store before the block ends.
 - **wgmma** (``tl::wgmma_ss / wgmma_rs / wgmma_ss_fp8``): each warpgroup (128 threads, all of
   them) multiplies a 64 x K tile of A by a K x N tile of B into its accumulator registers. Shared
   operands are read through their 64-bit matrix descriptors (``tl::wgmma_desc``: start address
@@ -103,7 +104,8 @@ class Hopper:
     regs: dict = field(default_factory=dict)        # local buffer index -> Regs
     touched: dict = field(default_factory=dict)     # local buffer index -> (n,) accessed since wgmma.fence
     touch_at: dict = field(default_factory=dict)    # local buffer index -> (span, element) of the last access
-    stores: dict = field(default_factory=dict)      # thread -> [agent, clock of each committed group]
+    stores: dict = field(default_factory=dict)      # thread -> [agent, clock of each committed group,
+    #                                                  (clock, span, buffer) of its last store]
 
     def warpgroup(self, st: Any, g: int) -> Warpgroup:
         w = self.wgs.get(g)
@@ -301,8 +303,9 @@ def _tma_store(e: E.Builtin, ctx: Ctx) -> CExpr:
             pos = box.smem(base)
             rec = h.stores.get(lane)
             if rec is None:
-                rec = h.stores[lane] = [tr.agent(f"thread {lane}'s TMA store", "tma_store"), []]
+                rec = h.stores[lane] = [tr.agent(f"thread {lane}'s TMA store", "tma_store"), [], None]
             tr.join_agent(rec[0], lane)
+            rec[2] = (int(tr.vc[rec[0], rec[0]]), span, sinfo.name)  # the last store: waited for by the end?
             tr.async_read(units_of(pos, tr.unit), rec[0], np.array([lane]), site, sinfo)
             flat, ok = box.elements(env, _lane_coords(env, fcs, lane, n))
             vals = np.ascontiguousarray(st.pool[pos]).view(gdt)
@@ -745,10 +748,18 @@ def check_registers(st: Any, info: Any, f: Any, lanes: np.ndarray, write: bool, 
 
 
 def check_done(st: Any) -> None:
-    """At the end of a block: no wgmma result left unretired, no A operand left unpinned."""
+    """At the end of a block: no wgmma result left unretired, no A operand left unpinned, no TMA
+    store still reading shared memory (its group committed and waited for)."""
     h = st.hopper
     if h is None:
         return
+    for lane, (agent, _, last) in sorted(h.stores.items()):
+        if last is not None and int(st.tracker.vc[lane, agent]) < last[0]:
+            raise RaceError(f"the block ends while a TMA store may still read shared buffer '{last[2]}': thread "
+                            f"{lane} never waited for it (no tma_store_commit, then tma_store_wait, after it) "
+                            f"({st.rep.block})\n  thread {lane}'s TMA store: {where(last[1])}", last[1],
+                            hint="tl::tma_store_commit() and tl::tma_store_wait<0>() by the issuing thread "
+                            "before the block ends, so the shared memory is not released under the copy")
     for idx, r in h.regs.items():
         if (r.reads & r.unpinned & (r.group < 0)).any():
             k, t = (int(x[0]) for x in np.nonzero(r.reads & r.unpinned & (r.group < 0)))

@@ -34,6 +34,8 @@ KERNELS: dict[str, Callable[[], Any]] = {
                                                                              num_stages=2, threads=256),
     "flash_attention_ws": lambda: ex("flash_attention").flash_attention(1, 1, 256, 64, block_M=128, num_stages=2,
                                                                         threads=256),
+    # the accumulator staged through shared memory and stored by TMA (tegula.tma_store)
+    "gemm_tma_store": lambda: ex("gemm").matmul.get_tir(128, 256, 128, 128, 128, 32, 2, 256),
 }
 
 
@@ -42,7 +44,8 @@ KERNELS: dict[str, Callable[[], Any]] = {
 NO_WS = {"tl.disable_warp_specialized": True}
 CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True},
            "flash_attention_overlap": {**NO_WS, "tegula.softmax_overlap": True},
-           "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True}}
+           "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True},
+           "gemm_tma_store": {**NO_WS, "tegula.tma_store": True}}
 
 
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
+from tegula.ir import expr as E
 from tegula.ir.buffer import SHARED_DYN, Buffer, BufferRegion
 from tegula.ir.stmt import WARP_SPECIALIZE, AttrStmt, Copy, Gemm, IfThenElse, Kernel, PrimFunc, SeqStmt, Stmt, seq
 from tegula.ir.visitor import Mutator, post_order_visit
@@ -73,7 +74,7 @@ class _Stores:
         if not all(isinstance(x, int) for x in shape):
             return c
         tile = Buffer(f"{s.buffer.name}_tma", shape, d.buffer.dtype, SHARED_DYN, span=c.span)
-        full = BufferRegion(tile, tuple((0, int(x)) for x in shape), span=c.span)
+        full = BufferRegion(tile, tuple((E.const(0), int(x)) for x in shape), span=c.span)
         store = Copy(full, d, {**c.annotations, "tma_store": True}, span=c.span)
         nbytes = align(tile.numel() * tile.dtype.itemsize) + _SWIZZLE_SLACK
         if not tma_box_ok(store, d, full) or nbytes > self.budget:
