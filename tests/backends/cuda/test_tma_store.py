@@ -85,12 +85,15 @@ def test_a_shared_tile_is_stored_by_tma_by_default():
     assert not _calls(lower(_shared_epilogue(512, 512, 256, 128, 256, 64, 3, 256), SM90, OFF), "tl::tma_store")
 
 
-def test_fragments_are_staged_for_tma_stores_under_the_pass_config():
+def test_a_gemm_accumulator_is_staged_for_tma_stores():
     f = _example(512, 512, 256, 128, 256, 64, 3, 256)
-    assert not _calls(lower(f, SM90, {}), "tl::tma_store")  # the default stores from registers
-    low = lower(f, SM90, ON)
+    assert not _calls(lower(f, SM90, OFF), "tl::tma_store")
+    low = lower(f, SM90, {})
     assert len(_calls(low, "tl::tma_store")) == 4
     assert "C_local_tma" in {b.name for b in _kernel(low).annotations["smem_offsets"]}
+    # attention's accumulator, rescaled by the softmax, is left to the registers unless forced
+    fa = _ex("flash_attention").flash_attention(1, 2, 256, 64, num_stages=2)
+    assert not _calls(lower(fa, SM90, {}), "tl::tma_store") and _calls(lower(fa, SM90, ON), "tl::tma_store")
     # TmaPipeline's kernels (one set of threads loads and computes) too; fp32 output: 32 columns a box
     low = lower(_shared_epilogue(256, 256, 128, 128, 128, 32, 2, 128, out_dtype="float32"), SM90, NO_WS)
     maps = {m.buffer.name: m for m in _kernel(low).annotations["tma_maps"]}

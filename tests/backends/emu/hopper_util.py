@@ -41,11 +41,12 @@ KERNELS: dict[str, Callable[[], Any]] = {
 
 # the checks here are written against TmaPipeline's lowering of these kernels (one warpgroup
 # set issuing and computing); WarpSpecialize, which takes some of them by default, has its own
-NO_WS = {"tl.disable_warp_specialized": True}
-CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True},
+# set, and their epilogues store from registers (TmaStores' staged tile has a kernel of its own)
+NO_WS = {"tl.disable_warp_specialized": True, "tegula.tma_store": False}
+CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": False},
            "flash_attention_overlap": {**NO_WS, "tegula.softmax_overlap": True},
            "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True},
-           "gemm_tma_store": {**NO_WS, "tegula.tma_store": True}}
+           "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True}}
 
 
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:
