@@ -1,4 +1,4 @@
-"""Tensor maps for TMA loads, made on the host with ``cuTensorMapEncodeTiled``.
+"""Tensor maps for TMA loads and stores, made on the host with ``cuTensorMapEncodeTiled``.
 
 A map holds the tensor's address, so it is made per argument tensor: :class:`TmaEncoder` keeps
 the bytes of the maps it made, keyed by (address, shape, strides), and a kernel called again on
@@ -57,8 +57,8 @@ class TmaEncoder:
         drv = driver()
         if strides[-1] != itemsize or ptr % 16 or any(s % 16 for s in strides[:-1]):
             raise ArgumentError(
-                f"'{self.name}' is read by TMA, which needs a 16-byte aligned address, a contiguous "
-                f"last dimension and row strides that are multiples of 16 bytes (got address "
+                f"'{self.name}' is read or written by TMA, which needs a 16-byte aligned address, a "
+                f"contiguous last dimension and row strides that are multiples of 16 bytes (got address "
                 f"{ptr:#x}, strides {strides} bytes)",
                 hint="pass a contiguous tensor (.contiguous()), or build with pass config "
                      "tl.disable_tma_lower")

@@ -11,7 +11,7 @@ import tegula.language as T
 from tegula.backends.cuda.compiler import available_backends
 from tegula.backends.cuda.pipeline import lower
 from tegula.backends.emu import execute
-from tegula.errors import RaceError
+from tegula.errors import RaceError, SyncError
 from tegula.ir.visitor import post_order_visit
 from tegula.passconfig import PassConfigKey
 from tegula.target import Target
@@ -161,6 +161,44 @@ def test_the_emulator_reports_a_tma_store_never_waited_for(rng):
         execute(without(low, nth(low, "tl::tma_store_wait")), [a.copy() for a in args])
     with pytest.raises(RaceError, match=r"the block ends while a TMA store may still read"):
         execute(without(low, nth(low, "tl::tma_store_commit")), [a.copy() for a in args])
+
+
+def _rows_twice(M=128, N=64):
+    """Two row blocks of X, doubled, through one shared tile S that a TMA store reads each time."""
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float16"), Y: T.Tensor((M, N), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            S = T.alloc_shared((64, N), "float16")
+            F = T.alloc_fragment((64, N), "float32")
+            for i in T.serial(M // 64):
+                T.copy(X[i * 64, 0], F)
+                for a, b in T.Parallel(64, N):
+                    F[a, b] = F[a, b] * 2
+                T.copy(F, S)
+                T.copy(S, Y[i * 64, 0])
+    return main
+
+
+def test_a_tile_stored_in_a_loop_is_rewritten_only_after_the_store_read_it(rng):
+    """Every synchronization statement of a loop that rewrites the tile a TMA store read in the
+    iteration before is needed: removing any is reported at the kernel's line."""
+    from hopper_util import sync_statements, without  # noqa: E402
+
+    f = _rows_twice()
+    low = lower(f, SM90, {})
+    assert len(_calls(low, "tl::tma_store")) == 1
+    x = rng.standard_normal((128, 64)).astype(np.float16)
+    y = np.full((128, 64), np.nan, np.float16)
+    execute(low, [x, y])
+    np.testing.assert_array_equal(y, x * 2)
+    reports = {}
+    for i, s in enumerate(sync_statements(low)):
+        with pytest.raises((RaceError, SyncError)) as e:
+            execute(without(low, i), [x.copy(), np.zeros_like(y)])
+        assert "test_tma_store.py:" in str(e.value)
+        reports[s.value.name] = reports.get(s.value.name, set()) | {str(e.value).splitlines()[0].split(" on ")[0]}
+    assert "tile rewritten while a TMA store still reads it" in reports["tl::tma_store_wait"]
+    assert "generic-proxy write read by the async proxy without fence.proxy.async" in reports["tl::fence_proxy_async"]
 
 
 # -- the GPU ------------------------------------------------------------------------------------

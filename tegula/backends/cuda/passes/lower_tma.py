@@ -14,6 +14,10 @@ Each (global buffer, box, swizzle) gets a tensor map, a kernel parameter the lau
 A tile whose layout no swizzle mode reproduces is copied by all threads with ordinary loads (the
 loop's barrier orders it like the others).
 
+A copy from a whole shared tile to global memory that ``TmaStores`` marked (``tma_store``) is the
+reverse: ``lower_tma_store`` (every thread fences its generic writes for the async proxy, a
+barrier, one thread's bulk tensor stores, their commit and the wait until they read the tile).
+
 A ``T.tma_copy`` the user wrote (annotation ``tma_user``) lowers the same way on sm_90; for an
 older arch it is a plain copy under ``AttrStmt("hopper_only", "T.tma_copy")``, which the
 interpreter runs and ``CheckResources`` rejects for a GPU build.

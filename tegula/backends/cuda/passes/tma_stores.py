@@ -1,8 +1,9 @@
 """TmaStores (sm_90a): copies of whole tiles to global memory go through the copy engine
 (``cp.async.bulk.tensor`` from shared memory) where a tensor map can describe the box.
 
-Two forms are taken, where they stand in a kernel's top-level statements or in a warp-specialized
-region's (code that every thread of the block, or of the region, runs):
+Two forms are taken, where they stand in a kernel's top-level statements, a warp-specialized
+region's or the body of a serial loop among them (code that every thread of the block, or of the
+region, runs):
 
 - ``T.copy(S, C[...])`` with ``S`` a whole 2-d shared tile: marked ``tma_store``, which
   ``lower_tma.lower_tma_store`` lowers (a proxy fence by every thread, then one thread's stores,
@@ -32,9 +33,9 @@ from typing import Any, Optional
 
 from tegula.ir import expr as E
 from tegula.ir.buffer import SHARED_DYN, Buffer, BufferRegion
-from tegula.ir.stmt import (WARP_SPECIALIZE, Atomic, AttrStmt, BufferStore, Copy, CumSum, Gemm, IfThenElse, Kernel,
+from tegula.ir.stmt import (WARP_SPECIALIZE, Atomic, AttrStmt, BufferStore, Copy, CumSum, For, Gemm, IfThenElse, Kernel,
                             PrimFunc, Reduce, SeqStmt, Stmt, seq)
-from tegula.ir.visitor import Mutator, post_order_visit
+from tegula.ir.visitor import Mutator, post_order_visit, uses_var
 from tegula.backends.cuda.passes.check_resources import smem_limit
 from tegula.backends.cuda.passes.lowering_context import whole
 from tegula.backends.cuda.passes.plan_shared_memory import align
@@ -59,6 +60,12 @@ class _Stores:
         self.budget = limit - _shared_bytes(k)
         self.new: list[Buffer] = []
         self.accumulators = _plain_accumulators(k)
+        self.thread_var = k.thread_var
+
+    def varies(self, *es: Any) -> bool:
+        """Whether any of ``es`` depends on the thread index (thread-level code)."""
+        return self.thread_var is not None and any(uses_var(e, [self.thread_var]) for e in es
+                                                   if isinstance(e, E.Expr))
 
     def copy(self, c: Copy) -> Stmt:
         s, d = c.src, c.dst
@@ -90,6 +97,9 @@ class _Stores:
         if isinstance(s, SeqStmt):
             out = [self.stmts(x) for x in s.stmts]
             return s if all(a is b for a, b in zip(out, s.stmts)) else dataclasses.replace(s, stmts=tuple(out))
+        if isinstance(s, For) and s.kind == "serial" and not self.varies(s.start, s.extent):
+            body = self.stmts(s.body)  # each store waits for its reads: the next iteration may rewrite
+            return s if body is s.body else dataclasses.replace(s, body=body)
         if isinstance(s, AttrStmt) and s.key == WARP_SPECIALIZE:
             body = self.stmts(s.body)
             return s if body is s.body else dataclasses.replace(s, body=body)
