@@ -54,6 +54,40 @@ def _shared_epilogue(M, N, K, bm, bn, bk, stages, threads, dtype="float16", out_
     return main
 
 
+def _bias_relu(M, N, K, bm=128, bn=128, bk=32, stages=2, threads=128):
+    """A fused epilogue: ``relu(A @ B + bias)`` written into the accumulator after the k-loop."""
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), bias: T.Tensor((N,), "float32"),
+             C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            for i, j in T.Parallel(bm, bn):
+                C_l[i, j] = T.max(C_l[i, j] + bias[bx * bn + j], 0)
+            T.copy(C_l, C[by * bm, bx * bn])
+    return main
+
+
+def test_a_fused_epilogue_is_stored_by_tma_too(rng):
+    M, N, K = 200, 136, 96
+    f = _bias_relu(M, N, K)
+    low = lower(f, SM90, {})
+    assert _calls(low, "tl::tma_store")
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    bias = rng.standard_normal(N).astype(np.float32)
+    c = np.full((M, N), np.nan, np.float16)
+    execute(low, [a, b, bias, c])
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    np.testing.assert_allclose(c.astype(np.float64), ref, rtol=4e-3, atol=4e-3 * np.abs(ref).max())
+
+
 def _kernel(low):
     found = []
     post_order_visit(low.body, lambda n: found.append(n) if type(n).__name__ == "Kernel" else None)

@@ -14,8 +14,9 @@ region, runs):
   arch without sharing bytes.
 
 ``force`` (``tegula.tma_store``) True takes both forms wherever they apply, False neither. By
-default the first form is taken (TileLang does the same), the second for fragments that only
-gemms write (a GEMM's accumulator; :data:`STAGE_ACCUMULATORS`). ``tl.disable_tma_lower`` removes the pass.
+default the first form is taken (TileLang does the same), the second for a GEMM's accumulator
+(a fragment gemms accumulate into that no other op writes inside their loop: an epilogue after
+the loop may; attention's accumulator, rescaled in the loop, is left; :data:`STAGE_ACCUMULATORS`). ``tl.disable_tma_lower`` removes the pass.
 
 Before/after (the second form)::
 
@@ -110,21 +111,34 @@ class _Stores:
 
 
 def _plain_accumulators(k: Kernel) -> set:
-    """Fragments only gemms write (and ``T.clear``): a GEMM's accumulator, not attention's, which
-    the softmax rescales between its gemms."""
+    """Fragments gemms accumulate into that nothing else writes inside a loop holding a gemm: a
+    GEMM's accumulator, also with an epilogue after its loop (bias, activation, scaling), but not
+    attention's, which the softmax rescales between the gemms of each iteration."""
     accs: set = set()
-    other: set = set()
+    rescaled: set = set()
+
+    def writes(s: Any) -> set:
+        out: set = set()
+
+        def see(n: Any) -> None:
+            if isinstance(n, (Copy, Reduce, CumSum, Atomic)):
+                out.add(n.dst.buffer)
+            elif isinstance(n, BufferStore):
+                out.add(n.buffer)
+        post_order_visit(s, see)
+        return out
 
     def see(n: Any) -> None:
         if isinstance(n, Gemm):
             accs.add(n.C.buffer)
-        elif isinstance(n, (Copy, Reduce, CumSum, Atomic)):
-            other.add(n.dst.buffer)
-        elif isinstance(n, BufferStore):
-            other.add(n.buffer)
+        elif isinstance(n, For) and n.kind != "parallel":
+            gemms: list = []
+            post_order_visit(n.body, lambda g: gemms.append(g) if isinstance(g, Gemm) else None)
+            if gemms:
+                rescaled.update(writes(n.body))
 
     post_order_visit(k.body, see)
-    return accs - other
+    return accs - rescaled
 
 
 def _region_sides(s: IfThenElse) -> bool:
