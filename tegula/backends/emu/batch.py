@@ -36,6 +36,7 @@ from tegula.ir import expr as E
 from tegula.ir.stmt import BufferStore, Evaluate, For
 from tegula.ir.visitor import Mutator, post_order_visit
 from tegula.backends.closure import MASK, StmtFn, compile_expr
+from tegula.backends.emu.builtins import template
 from tegula.backends.emu.context import STATE, Ctx
 
 # -- runs of mma.sync ----------------------------------------------------------------------------
@@ -83,8 +84,7 @@ def static_ldmatrix(s: Any, ctx: Ctx) -> Optional[tuple]:
     if not (isinstance(s, Evaluate) and isinstance(s.value, E.Builtin) and s.value.name == "tl::ldmatrix"):
         return None
     e = s.value
-    t = e.attr("template")
-    t = tuple(t) if isinstance(t, (tuple, list)) else (t,) if t is not None else ()
+    t = template(e)
     if len(e.args) != 2 or not t or int(t[0]) not in (1, 2, 4):
         return None
     num, trans = int(t[0]), (str(t[1]).lower() in ("true", "1") if len(t) > 1 else False)
@@ -340,8 +340,7 @@ def _copy_operands(s: For, ctx: Ctx) -> Optional[tuple]:
     if not (_const_loop(s) and isinstance(body, Evaluate) and isinstance(body.value, E.Builtin)
             and body.value.name == "tl::copy_vec" and len(body.value.args) == 2):
         return None
-    t = body.value.attr("template")
-    t = tuple(t) if isinstance(t, (tuple, list)) else (t,) if t is not None else ()
+    t = template(body.value)
     if not t:
         return None
     loads = []
