@@ -692,7 +692,7 @@ def _wgmma_wait(e: E.Builtin, ctx: Ctx) -> CExpr:
 def _fence_operands(e: E.Builtin, ctx: Ctx) -> CExpr:
     fa, info = compile_addr(e.args[0], ctx, e.name)
     count = int(template(e)[0]) if template(e) else 1
-    if dict(getattr(e.args[0], "attrs", ())).get("ctype") == "unsigned":  # 16-bit A registers as words
+    if e.args[0].attr("ctype") == "unsigned":  # 16-bit A registers as words
         count *= max(1, 4 // np.dtype(info.np).itemsize)
     n = ctx.nthreads
 
