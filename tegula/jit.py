@@ -166,6 +166,12 @@ class JITFunction:
         return k
 
     # -- eager --------------------------------------------------------------------------------
+    def _consts_apart(self, kwargs: dict) -> tuple[dict, dict]:
+        """(the keywords that name parameters, the others: ``T.const`` values of an eager call)."""
+        params = self.signature.parameters
+        return ({n: v for n, v in kwargs.items() if n in params},
+                {n: v for n, v in kwargs.items() if n not in params})
+
     def _split(self, args: tuple, kwargs: dict, partial: bool = False) -> tuple[dict, dict]:
         """Tensor and other arguments; with ``partial`` tensors may be left out (their
         annotations must then have static shapes)."""
@@ -273,9 +279,8 @@ class JITFunction:
         named.update(kwargs)
         if not any(n in named for n in self.tensor_names):  # ahead of time: shape symbols by name
             return self._compile(named, settings).get_kernel_source()
-        params = self.signature.parameters
-        tensors, others = self._split((), {n: v for n, v in named.items() if n in params})
-        consts = {n: v for n, v in named.items() if n not in params}
+        named, consts = self._consts_apart(named)
+        tensors, others = self._split((), named)
         return self._eager_kernel(tensors, others, consts, settings).get_kernel_source()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -284,9 +289,8 @@ class JITFunction:
         symbols their values (``f(A, B, N=1024)``), as TileLang's eager call takes them."""
         if not self.eager:
             return self._lazy(args, kwargs)
-        params = self.signature.parameters
-        consts = {n: v for n, v in kwargs.items() if n not in params}
-        tensors, others = self._split(args, {n: v for n, v in kwargs.items() if n in params})
+        kwargs, consts = self._consts_apart(kwargs)
+        tensors, others = self._split(args, kwargs)
         kernel = self._eager_kernel(tensors, others, consts)
         return kernel(*[tensors[n] for n in self.tensor_names])
 
