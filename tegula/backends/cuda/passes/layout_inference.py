@@ -276,11 +276,10 @@ def same_placement(a: Fragment, b: Fragment) -> bool:
 def _parallel_loop(plan: LayoutPlan, vars_: list[Var], exts: list[Any], acc: list) -> bool:
     """A T.Parallel loop: fragments indexed by all its variables share one layout; 1-d ones
     indexed by the first variable of two take its rows."""
-    full = [(b, sp) for b, idx, sp in acc if loop_pattern(vars_, b, idx) == "full"
-            and tuple(b.shape) == tuple(exts)]
-    rows = [(b, sp) for b, idx, sp in acc if loop_pattern(vars_, b, idx) == "rows"]
-    packed = [(b, sp, packed_cols(vars_, idx)) for b, idx, sp in acc
-              if loop_pattern(vars_, b, idx) == "cols"]
+    pats = [(b, idx, sp, loop_pattern(vars_, b, idx)) for b, idx, sp in acc]
+    full = [(b, sp) for b, _, sp, pat in pats if pat == "full" and tuple(b.shape) == tuple(exts)]
+    rows = [(b, sp) for b, _, sp, pat in pats if pat == "rows"]
+    packed = [(b, sp, packed_cols(vars_, idx)) for b, idx, sp, pat in pats if pat == "cols"]
     lay = next((plan.fragments[b] for b, _ in full if b in plan.fragments), None)
     if lay is None:
         parent = next((plan.fragments[b] for b, _ in rows if isinstance(plan.fragments.get(b), RowsOf)), None)
