@@ -103,7 +103,7 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Settings:
         kw["conformance_dir"] = os.path.expanduser(env["TEGULA_CONFORMANCE"])
     if env.get("TEGULA_BLAS_THREADS", "").strip():
         raw = env["TEGULA_BLAS_THREADS"].strip()
-        if not raw.isdigit():
+        if not raw.isdecimal():
             raise ConfigError(f"TEGULA_BLAS_THREADS must be a whole number, got {raw!r}",
                               hint="1 (the default) for tile-sized products, 0 to leave BLAS as it is")
         kw["blas_threads"] = int(raw)
