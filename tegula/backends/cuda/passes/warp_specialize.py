@@ -65,8 +65,8 @@ from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, pipeline_parts, restaged_annotations,
-                                                         staged_tiles)
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, pipeline_parts,
+                                                         restaged_annotations, staged_tiles)
 from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, overlap_loop
 from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
 from tegula.backends.cuda.passes.tma_pipeline import _one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
@@ -123,18 +123,6 @@ def _gemm_loop(consumers: list) -> bool:
 WS_PROMOTE_MIN_ELEMS = 128 * 128
 
 
-def _touches_shared(s: Stmt) -> bool:
-    found: list = []
-
-    def visit(n: Any) -> None:
-        buf = getattr(n, "buffer", None)
-        if isinstance(buf, Buffer) and buf.is_shared:
-            found.append(n)
-
-    post_order_visit(s, visit)
-    return bool(found)
-
-
 def _promoting_loop(consumers: list) -> bool:
     """Gemms of shared tiles, then code that touches no shared memory (fragment arithmetic,
     global reads of scales): the periodic promotion of an FP8 GEMM. Its accumulators are read in
@@ -144,7 +132,7 @@ def _promoting_loop(consumers: list) -> bool:
     n = next((i for i, c in enumerate(work) if not isinstance(c, Gemm)), len(work))
     gemms, rest = work[:n], work[n:]
     return (bool(gemms) and bool(rest) and all(g.A.buffer.is_shared and g.B.buffer.is_shared for g in gemms)
-            and not any(isinstance(c, Gemm) or _touches_shared(c) for c in rest))
+            and not any(isinstance(c, Gemm) or any(b.is_shared for b in _used_buffers(c)) for c in rest))
 
 
 def _max_elems(consumers: list) -> int:
