@@ -41,6 +41,12 @@ def _builtin(name: str, template: tuple = ()) -> Stmt:
     return Evaluate(Builtin(name, (), dt.bool_, attrs))
 
 
+def serial_annotations(loop: For) -> dict:
+    """``loop``'s annotations without ``T.Pipelined``'s schedule (stages, order, stage, group):
+    those of the serial loop a pipelining pass leaves in its place."""
+    return {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
+
+
 def _defined_in(body: Stmt) -> set:
     out: set = set()
 

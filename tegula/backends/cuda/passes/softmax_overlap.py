@@ -47,7 +47,8 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import AttrStmt, Copy, For, Gemm, IfThenElse, Kernel, LetStmt, Stmt, seq
 from tegula.ir.visitor import substitute
-from tegula.backends.cuda.passes.pipeline_copies import _Restage, _used_buffers, _written_buffers, staged_tiles
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, _written_buffers,
+                                                         serial_annotations, staged_tiles)
 
 # registers per thread that the fragments live across the overlap (G1's result, G2's accumulator
 # and its A operand) may take for the pass to choose the schedule by itself: 160 is 128x128
@@ -275,7 +276,7 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
                wgmma_wait(1, g1.C.buffer), *free_e(it),
                *[stage_a.visit(s) for s in l1], wgmma_wait(0, g2.C.buffer, g2.A.buffer, after=l1_frags),
                *free_l(it - 1), *[stage_a.visit(s) for s in l2b])
-    ann = {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
+    ann = serial_annotations(loop)
     out.append(For(k, start + 1, n - 1, body, "serial", 1, ann, span=loop.span))
     # the last block's G2
     last = n - 1

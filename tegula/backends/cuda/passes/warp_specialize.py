@@ -66,7 +66,8 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, pipeline_parts,
-                                                         restaged_annotations, staged_tiles)
+                                                         restaged_annotations, serial_annotations,
+                                                         staged_tiles)
 from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, overlap_loop
 from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
 from tegula.backends.cuda.passes.tma_pipeline import _one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
@@ -224,7 +225,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     # full barrier; the consumers wait for it, compute, and free it
     produce = [call_stmt("tl::mbarrier_wait", barrier_addr(bars, S + stage), E.binary("bitxor", parity, 1)),
                *loads, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage))]
-    ann = {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
+    ann = serial_annotations(loop)
 
     def role_loop(body: list, extent: E.Expr = n) -> For:
         return For(kv, start, extent, seq(*body), "serial", 1, ann, span=loop.span)
@@ -308,7 +309,7 @@ def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict
                            {**p.annotations, "tma_bar": full, "tma_stage": stage, "tma_user": True}, span=p.span)
                       for p in prods],
                     call_stmt("tl::mbarrier_arrive", barrier_addr(full, stage))]
-    ann = {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
+    ann = serial_annotations(loop)
     producer = For(kv, start, n, seq(*produce), "serial", 1, ann, span=loop.span)
     consumer = overlap_loop(loop, S, att, new_allocs, _one_thread, call_stmt, barrier_addr, rings)
     bars = tuple(b for b in (rings.full, rings.empty, rings.full_late, rings.empty_late) if b is not None)
