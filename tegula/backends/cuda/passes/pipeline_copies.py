@@ -47,6 +47,14 @@ def serial_annotations(loop: For) -> dict:
     return {a: v for a, v in loop.annotations.items() if a not in ("num_stages", "order", "stage", "group")}
 
 
+def let_values(lets: list) -> dict:
+    """The value of each of ``lets`` (LetStmts in order) in terms of what is bound before them."""
+    vals: dict = {}
+    for s in lets:
+        vals[s.var] = substitute(s.value, vals)
+    return vals
+
+
 def _defined_in(body: Stmt) -> set:
     out: set = set()
 

@@ -47,7 +47,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import AttrStmt, Copy, For, Gemm, IfThenElse, Kernel, LetStmt, Stmt, seq
 from tegula.ir.visitor import substitute
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, _written_buffers,
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, _written_buffers, let_values,
                                                          serial_annotations, staged_tiles)
 
 # registers per thread that the fragments live across the overlap (G1's result, G2's accumulator
@@ -217,11 +217,10 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
     l2a = [s for s in l2a if not any(_conflicts(s, t) for t in l2 if t not in l2a)]
     l2b = [s for s in l2 if s not in l2a]
 
+    vals = let_values(lets)
+
     def of_iteration(stmts: list[Stmt], it: E.Expr) -> list[Stmt]:
         """``stmts`` as iteration ``it`` runs them, with the loop body's lets inlined."""
-        vals: dict = {}
-        for s in lets:
-            vals[s.var] = substitute(s.value, vals)  # type: ignore[attr-defined]
         return [_Restage(mb, it % S).visit(substitute(substitute(s, vals), {k: start + it})) for s in stmts]
 
     def second(it: E.Expr) -> list[Stmt]:

@@ -65,7 +65,7 @@ from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, pipeline_parts,
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, let_values, pipeline_parts,
                                                          restaged_annotations, serial_annotations,
                                                          staged_tiles)
 from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, overlap_loop
@@ -106,10 +106,7 @@ WS_ATTENTION = True
 
 def _same_trip_count(k: Kernel, loop: For, lets: list) -> bool:
     """The loop's extent (through the kernel's lets) depends on no block index."""
-    vals: dict = {}
-    for s in lets:
-        vals[s.var] = substitute(s.value, vals)
-    return not uses_var(substitute(E.as_expr(loop.extent), vals), list(k.block_vars))
+    return not uses_var(substitute(E.as_expr(loop.extent), let_values(lets)), list(k.block_vars))
 
 
 def _gemm_loop(consumers: list) -> bool:
