@@ -54,6 +54,7 @@ def test_pass_config_sets_the_strip_or_turns_it_off():
     big = _fp8_gemm(8192, 8192, 8192, 128, 256, 128, 4, 256)
     assert _swizzle(big, configs={RASTER: 0}) is None
     assert _swizzle(big, configs={RASTER: False}) is None
+    assert _swizzle(big, configs={RASTER: True}) == _swizzle(big) == (4, "row")  # True: the automatic width
     # an explicit width applies at any size; a strip as wide as the grid is launch order
     assert _swizzle(_fp8_gemm(1024, 1024, 1024, 128, 128, 128, 2, 128), configs={RASTER: 3}) == (3, "row")
     assert _swizzle(_fp8_gemm(1024, 1024, 1024, 128, 128, 128, 2, 128), configs={RASTER: 8}) is None

@@ -107,11 +107,13 @@ def raster_panel(k: Kernel, panel=None) -> int:
 
 def raster_blocks(func: PrimFunc, panel=None) -> PrimFunc:
     """Launch GEMM-shaped kernels in strips of ``panel`` columns (``tegula.block_raster``; unset:
-    half the width that makes a wave square in bytes, module docstring). Raises ConfigError for a
-    ``panel`` that is no non-negative int or bool."""
+    half the width that makes a wave square in bytes, module docstring; True: the same; 0 or False:
+    launch order). Raises ConfigError for a ``panel`` that is no non-negative int or bool."""
+    if panel is True:
+        panel = None
     if panel is not None and (not isinstance(panel, int) or panel < 0):
-        raise ConfigError(f"pass config tegula.block_raster must be a strip width (an int >= 0) or False, "
-                          f"got {panel!r}", hint="0 or False keeps launch order")
+        raise ConfigError(f"pass config tegula.block_raster must be a strip width (an int >= 0) or a bool, "
+                          f"got {panel!r}", hint="0 or False keeps launch order, True the automatic width")
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
