@@ -379,6 +379,9 @@ class ScriptPrinter:
         if swizzle is not None:
             panel, order = swizzle if isinstance(swizzle, tuple) else (swizzle, "row")
             self.line(f"T.use_swizzle({self.e(panel)}, order={_q(str(order))})", d)
+        disabled = ann.pop("swizzle_disabled", None)
+        if disabled is not None:
+            self.line(f"T.use_swizzle({self.e(disabled[0])}, order={_q(str(disabled[1]))}, enable=False)", d)
         min_blocks = ann.pop("min_blocks_per_sm", None)
         if min_blocks is not None:
             self.line(f"T.annotate_min_blocks_per_sm({min_blocks})", d)

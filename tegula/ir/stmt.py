@@ -227,7 +227,8 @@ class Kernel(Stmt):
     ``block_vars`` are the block indices (one per grid dimension); ``allocs`` the buffers the
     body allocates (shared, fragment, local, var), with ``alloc_inits`` giving the initial value
     of ``T.alloc_var(..., init=)``. ``annotations`` holds ``layout_map`` (buffer -> layout, from
-    ``T.annotate_layout``) and ``swizzle`` (``(panel_size, order)`` from ``T.use_swizzle``).
+    ``T.annotate_layout``) and ``swizzle`` (``(panel_size, order)`` from ``T.use_swizzle``;
+    ``swizzle_disabled`` holds them for ``T.use_swizzle(..., enable=False)``: launch order).
     """
 
     grid: tuple[Dim, ...]

@@ -388,13 +388,17 @@ def print(obj: Any, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> 
 
 
 def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> None:
+    """``T.use_swizzle(panel_size, order)``: launch the blocks of a 2-d grid in strips of
+    ``panel_size`` columns (``"row"``) or rows (``"col"``) for L2 reuse. With ``enable=False``
+    the kernel keeps launch order, and RasterBlocks does not choose an order for it either.
+    Raises KernelTypeError for a bad order or panel size."""
     k = current("T.use_swizzle").require_kernel("T.use_swizzle")
     if order not in ("row", "col", "column"):
         raise KernelTypeError(f"T.use_swizzle: order must be 'row' or 'col', got {order!r}")
     if not isinstance(panel_size, int) or isinstance(panel_size, bool) or panel_size <= 0:
         raise KernelTypeError(f"T.use_swizzle: panel_size must be a positive Python int, got {panel_size!r}")
-    if enable:
-        k.annotations["swizzle"] = (int(panel_size), "col" if order == "column" else order)
+    key = "swizzle" if enable else "swizzle_disabled"
+    k.annotations[key] = (int(panel_size), "col" if order == "column" else order)
 
 
 def annotate_min_blocks_per_sm(n: int) -> None:

@@ -4,8 +4,9 @@ L2 is launched in strips of ``P`` columns, the blocks of a strip walked row by r
 ``T.use_swizzle(P)`` writes): the blocks the GPU runs at once then share operand tiles in L2,
 and a strip's x-tiles stay there for all its rows, instead of every few rows of ``A`` sweeping
 all of ``B``. Blocks are independent, so nothing changes in meaning; kernels that choose their own
-order (``T.use_swizzle``, OrderBlocks) are left alone, and so are kernels whose operands fit in
-L2 (:data:`L2_BYTES`), where launch order measured faster.
+order (``T.use_swizzle``, also ``T.use_swizzle(..., enable=False)``: launch order, OrderBlocks)
+are left alone, and so are kernels whose operands fit in L2 (:data:`L2_BYTES`), where launch
+order measured faster.
 
 ``P`` is half the width that makes a wave square in bytes: a wave of ``W`` blocks
 (:data:`WAVE_BLOCKS`, one per SM) in strips of ``P`` columns reads ``P`` x-tiles of ``b`` bytes
@@ -87,7 +88,8 @@ def raster_panel(k: Kernel, panel=None) -> int:
     """The strip width RasterBlocks gives kernel ``k`` (0: left in launch order)."""
     if panel is not None and not panel:
         return 0
-    if len(k.block_vars) < 2 or k.annotations.get("swizzle") or k.annotations.get("blocks_reversed"):
+    ann = k.annotations
+    if len(k.block_vars) < 2 or any(ann.get(key) for key in ("swizzle", "swizzle_disabled", "blocks_reversed")):
         return 0
     grid = [const_int(E.as_expr(g)) for g in k.grid]
     if any(g is None for g in grid) or grid[0] < 2 or grid[1] < 2 or any(g != 1 for g in grid[2:]):

@@ -123,7 +123,7 @@ def to_npu_kernel(k: Kernel) -> NpuKernel:
         idx = cid if stride is None else cid // stride
         lets.append(LetStmt(bv, idx % g if len(k.grid) > 1 else idx, span=k.span))
         stride = g if stride is None else stride * g
-    ann = {key: v for key, v in k.annotations.items() if key not in ("swizzle", "layout_map")}
+    ann = {key: v for key, v in k.annotations.items() if key not in ("swizzle", "swizzle_disabled", "layout_map")}
     npu = NpuKernel((n,), (1,), (cid,), allocs, seq(lets, body), inits,
                     {"dialect": "tile", AUTO_SYNC: True, **ann}, span=k.span, sub_var=vid)
     npu = infer_kernel(npu)
