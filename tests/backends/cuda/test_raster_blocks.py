@@ -98,6 +98,29 @@ def _gemm_swizzle_off(M, N, K, bm, bn, bk):
     return main
 
 
+def test_index_lets_are_seen_through_at_any_depth():
+    # m0 = ((by * 2) * 16) * 2: three lets between blockIdx.y and A's tile
+    @T.prim_func
+    def main(A: T.Tensor((4096, 4096), "float16"), B: T.Tensor((4096, 4096), "float16"),
+             C: T.Tensor((4096, 4096), "float16")):
+        with T.Kernel(64, 64, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_l = T.alloc_fragment((64, 64), "float32")
+            row = by * 2
+            half = row * 16
+            m0 = half * 2
+            T.clear(C_l)
+            for k in T.Pipelined(128, num_stages=2):
+                T.copy(A[m0, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[m0, bx * 64])
+
+    assert operand_bytes(_kernel(main)) == (64 * 32 * 2, 32 * 64 * 2, 128)
+    assert _swizzle(main) == (6, "row")
+
+
 def test_use_swizzle_disabled_keeps_launch_order(rng):
     # the user's explicit "no" wins over the automatic strips and over tegula.block_raster
     off = _gemm_swizzle_off(4096, 4096, 4096, 64, 64, 32)

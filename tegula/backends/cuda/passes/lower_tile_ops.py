@@ -36,6 +36,7 @@ from tegula.backends.cuda.passes import lower_atomic, lower_copy, lower_fill, lo
 from tegula.backends.cuda.passes import lower_print, lower_reduce  # noqa: F401 (register rules)
 from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, infer_layouts
 from tegula.backends.cuda.passes.lower_parallel import lower_parallel
+from tegula.backends.cuda.passes.pipeline_copies import serial_annotations
 from tegula.backends.cuda.passes.lowering_context import (Ctx, block_expr, per_thread, require_rows,
                                                           varies)
 from tegula.transform.thread_variance import thread_variance, warn_uniform_adds
@@ -138,9 +139,7 @@ def _for(ctx: Ctx, s: For) -> Stmt:
     kind = "serial" if s.kind in ("pipelined", "serial") else s.kind
     body = _under(ctx, varies(ctx, s.start, s.extent), s.body)
     extent = block_expr(ctx, s.extent) if isinstance(s.extent, E.Expr) else s.extent
-    return For(s.var, block_expr(ctx, s.start), extent, body, kind, s.step,
-               {k: v for k, v in s.annotations.items() if k not in ("num_stages", "order", "stage", "group")},
-               span=s.span)
+    return For(s.var, block_expr(ctx, s.start), extent, body, kind, s.step, serial_annotations(s), span=s.span)
 
 
 def _while(ctx: Ctx, s: While) -> Stmt:

@@ -19,6 +19,7 @@ from tegula.arith.simplify import const_int, simplify
 from tegula.ir import expr as E
 from tegula.ir.stmt import For, Kernel, LetStmt, PrimFunc, SeqStmt
 from tegula.ir.visitor import Mutator, post_order_visit, substitute
+from tegula.backends.cuda.passes.pipeline_copies import let_values
 
 
 def _longer_last(k: Kernel) -> bool:
@@ -28,14 +29,9 @@ def _longer_last(k: Kernel) -> bool:
     if gx is None or gx < 2 or not k.block_vars or k.annotations.get("swizzle"):
         return False
     bx = k.block_vars[0]
-    lets: dict = {}
     body = list(k.body.stmts) if isinstance(k.body, SeqStmt) else [k.body]
-    loops: list = []
-    for s in body:
-        if isinstance(s, LetStmt):
-            lets[s.var] = substitute(s.value, lets)
-        elif isinstance(s, For) and s.kind == "pipelined":
-            loops.append(substitute(E.as_expr(s.extent), lets))
+    lets = let_values([s for s in body if isinstance(s, LetStmt)])
+    loops = [substitute(E.as_expr(s.extent), lets) for s in body if isinstance(s, For) and s.kind == "pipelined"]
     inner: list = []
     post_order_visit(k.body, lambda n: inner.append(n) if isinstance(n, For) and n.kind == "pipelined" else None)
     if len(loops) != 1 or len(inner) != 1:

@@ -35,6 +35,7 @@ from tegula.errors import ConfigError
 from tegula.ir import expr as E
 from tegula.ir.stmt import Copy, For, Kernel, LetStmt, PrimFunc
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
+from tegula.backends.cuda.passes.pipeline_copies import let_values
 
 # blocks of one wave: one 1-block-per-SM GEMM tile per SM of an H100 / H200 SXM (132 SMs)
 WAVE_BLOCKS = 132
@@ -59,9 +60,10 @@ def operand_bytes(k: Kernel) -> Optional[tuple[int, int, Optional[int]]]:
     or there is not one pipelined loop."""
     bx, by = k.block_vars[0], k.block_vars[1]
     loops: list = []
-    lets: dict = {}  # index lets (``m0 = by * 128``) seen through
+    lets: list = []  # index lets (``m0 = by * 128``), in order, seen through
     post_order_visit(k.body, lambda n: loops.append(n) if isinstance(n, For) and n.kind == "pipelined" else None)
-    post_order_visit(k.body, lambda n: lets.__setitem__(n.var, n.value) if isinstance(n, LetStmt) else None)
+    post_order_visit(k.body, lambda n: lets.append(n) if isinstance(n, LetStmt) else None)
+    values = let_values(lets)
     if len(loops) != 1:
         return None
     copies: list = []
@@ -70,7 +72,7 @@ def operand_bytes(k: Kernel) -> Optional[tuple[int, int, Optional[int]]]:
     for c in copies:
         if not (c.src.buffer.is_global and c.dst.buffer.is_shared):
             continue
-        starts = [substitute(substitute(s, lets), lets) for s in c.src.starts]
+        starts = [substitute(s, values) for s in c.src.starts]
         on_x, on_y = any(uses_var(s, bx) for s in starts), any(uses_var(s, by) for s in starts)
         if on_x == on_y:
             continue
