@@ -47,6 +47,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import AttrStmt, Copy, For, Gemm, IfThenElse, Kernel, LetStmt, Stmt, seq
 from tegula.ir.visitor import substitute
+from tegula.backends.cuda.passes.check_resources import smem_limit
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, _written_buffers, let_values,
                                                          serial_annotations, staged_tiles)
 
@@ -54,8 +55,9 @@ from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers
 # and its A operand) may take for the pass to choose the schedule by itself: 160 is 128x128
 # tiles of 256 threads at d128 (64 + 64 + 32); 128 threads with a 128-row tile at d128 is 224
 AUTO_MAX_REGS = 160
-# shared memory of an sm_90 SM, and what the driver keeps of it per block
-SMEM_PER_SM, SMEM_RESERVED = 233472, 1024
+# shared memory the driver keeps per block: an SM holds the most one block may opt in to
+# (check_resources.smem_limit) and this
+SMEM_RESERVED = 1024
 
 
 def _elems(r: Any) -> int:
@@ -110,18 +112,19 @@ def _smem_bytes(kernel: Kernel, S: int, producers: list[Copy]) -> int:
     return total
 
 
-def wanted(parts: tuple, kernel: Kernel, S: int, force: Optional[bool]) -> bool:
+def wanted(parts: tuple, kernel: Kernel, S: int, force: Optional[bool], arch: str = "sm_90a") -> bool:
     """Whether to take the schedule: ``force`` (``tegula.softmax_overlap``) when set, else when
     G1's result, G2's accumulator and G2's A operand fit :data:`AUTO_MAX_REGS` per thread and
     shared memory already keeps the SM to one block. The schedule keeps P live across the
     softmax (about 20 more registers per thread), which at d64 (80 KB of tiles, two blocks per
-    SM before) cost the second block: -17% measured on an H200."""
+    SM before) cost the second block: -17% measured on an H200. ``arch``: whose shared memory
+    per SM (the passes that call this run for sm_90a only)."""
     if force is not None:
         return bool(force)
     _, g1, _, _, g2, early, late = parts
     threads = kernel.num_threads
     nbytes = (_elems(g1.C) + _elems(g2.C)) * 4 + _elems(g2.A) * g2.A.buffer.dtype.itemsize
-    two_blocks = 2 * (_smem_bytes(kernel, S, early + late) + SMEM_RESERVED) <= SMEM_PER_SM
+    two_blocks = 2 * (_smem_bytes(kernel, S, early + late) + SMEM_RESERVED) <= smem_limit(arch) + SMEM_RESERVED
     return nbytes // 4 <= AUTO_MAX_REGS * threads and not two_blocks
 
 
