@@ -113,13 +113,22 @@ class Memo:
         self.lane_sig = lane_sig
         self.let_deps: dict = {}
         self.tables: dict = {}    # tree key -> [table, misses, hits]
+        self._trees: dict = {}    # a node's description over its children's tree keys -> its tree key
+        # while one expression compiles (depth > 0): id -> (node, tree key, key variables) of the
+        # subexpressions compiled so far, so that a node's walk stops at its compiled children
+        self._done: dict = {}
+        self.depth = 0
 
-    def deps(self, e: Any, ctx: Any) -> Optional[tuple]:
+    def deps(self, e: Any, ctx: Any, compiled: bool = False) -> Optional[tuple]:
         """``(key variables, tree key)`` of ``e``: the key variables as a sorted tuple of
         ``(slot, var)``, the tree key a hashable description of the tree and its lane arrays;
-        None when ``e`` does not qualify (module docstring)."""
+        None when ``e`` does not qualify (module docstring). ``compiled``: ``e`` was just
+        compiled as part of the expression compiling now, and its parent's walk will stop at
+        it (each node of an expression is walked once: compile time linear in its size)."""
         found: dict = {}
         tree = self._walk(e, ctx, found)
+        if compiled:
+            self._done[id(e)] = (e, tree, found)
         return None if tree is None else (tuple(sorted(found.items(), key=lambda x: x[0])), tree)
 
     def _walk(self, e: Any, ctx: Any, found: dict) -> Any:
@@ -145,6 +154,11 @@ class Memo:
                 return None
             found[s] = e
             return ("var", k)
+        got = self._done.get(id(e))
+        if got is not None and got[0] is e:
+            if got[1] is not None:
+                found.update(got[2])
+            return got[1]
         kids = _children(e)
         if kids is None:
             return None
@@ -155,7 +169,8 @@ class Memo:
             if t is None:
                 return None
             out.append(t)
-        return tuple(out)
+        # a small int per distinct tree: a parent's key holds its children's, not their trees
+        return self._trees.setdefault(tuple(out), len(self._trees))
 
     def wrap(self, fn: Callable, deps: tuple) -> Callable:
         """``fn`` keeping its array results per value of the key variables' slots, in the table
@@ -210,10 +225,18 @@ def new_memo(lane_sig: Callable[[Var, Any], Any]) -> Optional[Memo]:
 def compile_kept(rule: Callable, e: Any, ctx: Any) -> Any:
     """Compile ``e`` by ``rule`` under ``ctx.memo`` (a :class:`Memo`, or None): qualifying
     per-lane subexpressions come out wrapped by :meth:`Memo.wrap`."""
-    ce = rule(e, ctx)
     memo = getattr(ctx, "memo", None)
-    if memo is not None and ce.vec and isinstance(e, _COMPOUND):
-        deps = memo.deps(e, ctx)
-        if deps is not None:
-            ce.fn = memo.wrap(ce.fn, deps)
+    if memo is None:
+        return rule(e, ctx)
+    memo.depth += 1
+    try:
+        ce = rule(e, ctx)
+        if isinstance(e, _COMPOUND):
+            deps = memo.deps(e, ctx, compiled=True)
+            if deps is not None and ce.vec:
+                ce.fn = memo.wrap(ce.fn, deps)
+    finally:
+        memo.depth -= 1
+        if not memo.depth:
+            memo._done.clear()  # the next expression may see the same nodes in another context
     return ce

@@ -155,3 +155,41 @@ def test_keys_that_never_recur_stop_being_kept():
         np.testing.assert_array_equal(f([None, np.int64(k)]), np.arange(3) * k)
     (rec,) = m.tables.values()
     assert rec[1] < 0 and not rec[0]   # off, and nothing held
+
+
+def chain(i, depth):
+    """``((i + 1) * 3 % 61 + 1) * 3 % 61 ...``: an index expression ``3 * depth`` nodes deep."""
+    e = i
+    for _ in range(depth):
+        e = (e + 1) * 3 % 61
+    return e
+
+
+def deep(n=64, depth=60):
+    @T.prim_func
+    def main(Y: T.Tensor((n,), "int32")):
+        with T.Kernel(1, threads=32) as _:
+            for i in T.Parallel(n):
+                Y[i] = chain(i, depth)
+    return main
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_each_node_of_a_deep_expression_is_walked_a_bounded_number_of_times(monkeypatch, target):
+    """A compound node's dependencies come from its children's, found when they were compiled:
+    compile time stays linear in the depth (it walked every subtree again at every node)."""
+    visits = []
+    inner = memo.Memo._walk
+
+    def walk(self, e, ctx, found):
+        visits.append(1)
+        return inner(self, e, ctx, found)
+    monkeypatch.setattr(memo.Memo, "_walk", walk)
+    depth = 60
+    y = np.zeros(64, np.int32)
+    tegula.compile(deep(64, depth), target=target)(y)
+    ref = np.arange(64)
+    for _ in range(depth):
+        ref = (ref + 1) * 3 % 61
+    np.testing.assert_array_equal(y, ref)
+    assert len(visits) < 12 * 3 * depth   # was about (3 * depth)^2 / 2
