@@ -80,50 +80,43 @@ def test_kernels_choosing_their_order_and_other_shapes_are_left():
     assert raster_panel(_kernel(fa.flash_attention(1, 16, 16384, 128, False, 1, 128, 128, 2, 256))) == 0
 
 
-def _gemm_swizzle_off(M, N, K, bm, bn, bk):
+def _gemm_variant(M, N, K, bm, bn, bk, deep_lets=False, swizzle_off=False):
+    """A fp16 GEMM whose A tile starts at ``((by * 2) * (bm // 4)) * 2`` (three lets between
+    blockIdx.y and the tile) with ``deep_lets``, and that writes ``T.use_swizzle(6,
+    enable=False)`` with ``swizzle_off``."""
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
             A_s = T.alloc_shared((bm, bk), "float16")
             B_s = T.alloc_shared((bk, bn), "float16")
             C_l = T.alloc_fragment((bm, bn), "float32")
-            T.use_swizzle(6, enable=False)
+            if swizzle_off:
+                T.use_swizzle(6, enable=False)
+            m0 = by * bm
+            if deep_lets:
+                row = by * 2
+                half = row * (bm // 4)
+                m0 = half * 2
             T.clear(C_l)
             for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(A[m0, k * bk], A_s)
                 T.copy(B[k * bk, bx * bn], B_s)
                 T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * bm, bx * bn])
+            T.copy(C_l, C[m0, bx * bn])
 
     return main
 
 
 def test_index_lets_are_seen_through_at_any_depth():
-    # m0 = ((by * 2) * 16) * 2: three lets between blockIdx.y and A's tile
-    @T.prim_func
-    def main(A: T.Tensor((4096, 4096), "float16"), B: T.Tensor((4096, 4096), "float16"),
-             C: T.Tensor((4096, 4096), "float16")):
-        with T.Kernel(64, 64, threads=128) as (bx, by):
-            A_s = T.alloc_shared((64, 32), "float16")
-            B_s = T.alloc_shared((32, 64), "float16")
-            C_l = T.alloc_fragment((64, 64), "float32")
-            row = by * 2
-            half = row * 16
-            m0 = half * 2
-            T.clear(C_l)
-            for k in T.Pipelined(128, num_stages=2):
-                T.copy(A[m0, k * 32], A_s)
-                T.copy(B[k * 32, bx * 64], B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[m0, bx * 64])
-
-    assert operand_bytes(_kernel(main)) == (64 * 32 * 2, 32 * 64 * 2, 128)
-    assert _swizzle(main) == (6, "row")
+    deep = _gemm_variant(4096, 4096, 4096, 64, 64, 32, deep_lets=True)
+    assert "half = row * 16" in script(deep)
+    assert operand_bytes(_kernel(deep)) == (64 * 32 * 2, 32 * 64 * 2, 128)
+    assert _swizzle(deep) == (6, "row")
 
 
 def test_use_swizzle_disabled_keeps_launch_order(rng):
     # the user's explicit "no" wins over the automatic strips and over tegula.block_raster
-    off = _gemm_swizzle_off(4096, 4096, 4096, 64, 64, 32)
+    off = _gemm_variant(4096, 4096, 4096, 64, 64, 32, swizzle_off=True)
     assert _swizzle(_gemm(4096, 4096, 4096, 64, 64, 32, 3, 128)) == (6, "row")
     assert _swizzle(off) is None
     assert _swizzle(off, configs={RASTER: 3}) is None
@@ -131,7 +124,7 @@ def test_use_swizzle_disabled_keeps_launch_order(rng):
     assert 'T.use_swizzle(6, order="row", enable=False)' in script(off)
     # and the kernel computes the same on the emulator
     M, N, K = 128, 192, 64
-    k = tegula.compile(_gemm_swizzle_off(M, N, K, 64, 64, 32), out_idx=[-1], target="cuda-emu:sm_90a")
+    k = tegula.compile(_gemm_variant(M, N, K, 64, 64, 32, swizzle_off=True), out_idx=[-1], target="cuda-emu:sm_90a")
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
     ref = a.astype(np.float64) @ b.astype(np.float64)
