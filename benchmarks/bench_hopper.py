@@ -44,6 +44,11 @@ WS_PLAIN = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_WGM
 # iteration, query blocks in index order), and with the overlap but blocks in order
 BEFORE_OVERLAP = {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False, PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
 NO_BLOCK_ORDER = {PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
+# the other two of the four combinations of the softmax overlap and OrderBlocks: overlap off with
+# the blocks reordered (TmaPipeline without the overlap), and TmaPipeline's overlap (no split)
+# with the blocks in order
+NO_OVERLAP = {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}
+TMA_NO_ORDER = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True, PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
 # attention's softmax overlap in warp-specialized form (a TMA producer warpgroup, K and V rings,
 # consumers without a block barrier), forced on at every head dim
 WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
@@ -163,6 +168,10 @@ def gemm_section(args):
     return rows
 
 
+# labels about the block order and its combinations, timed on causal shapes only
+CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order")
+
+
 def attention_section(args):
     import flash_attention as ex
     import torch.nn.functional as F
@@ -200,13 +209,17 @@ def attention_section(args):
                                                             out_idx=[-1], target="cuda", pass_configs=BEFORE_OVERLAP)),
                 ("no_block_order", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
                                                             out_idx=[-1], target="cuda", pass_configs=NO_BLOCK_ORDER)),
+                ("no_overlap", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
+                                                        out_idx=[-1], target="cuda", pass_configs=NO_OVERLAP)),
+                ("tma_no_order", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
+                                                          out_idx=[-1], target="cuda", pass_configs=TMA_NO_ORDER)),
                 ("wgmma_cpasync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                            target="cuda", pass_configs=NO_TMA)),
                 ("mma_sync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                       target="cuda", pass_configs=MMA_SYNC)),
                 ("tilelang", lambda c: tl_ex.flash_attention(batch, heads, seq, dim, causal, 1, *c)),
             ):
-                if label in args.skip or (label == "no_block_order" and not causal):
+                if label in args.skip or (label in CAUSAL_ONLY and not causal):
                     continue
                 if label == "tilelang":
                     if tl_ex is None:
@@ -238,7 +251,8 @@ def attention_section(args):
             print(row)
     table("Flash attention forward (TFLOP/s)", rows, ["shape", "dim", "causal", "cudnn_tflops", "flash_tflops",
                                                       "tilelang_tflops", "mma_sync_tflops", "wgmma_cpasync_tflops",
-                                                      "no_ws_tflops", "before_overlap_tflops", "no_block_order_tflops", "wgmma_tflops",
+                                                      "no_ws_tflops", "before_overlap_tflops", "no_block_order_tflops",
+                                                      "no_overlap_tflops", "tma_no_order_tflops", "wgmma_tflops",
                                                       "wgmma_config", "ws_overlap_tflops", "ws_overlap_config"])
     return rows
 

@@ -4,8 +4,8 @@ range ``prof`` so that a profiler can pick that launch alone; its CUDA source is
     ncu --nvtx --nvtx-include "prof/" --set full --clock-control none -o OUT/CASE-FW \\
         python benchmarks/profile_pairs.py CASE tegula|tilelang OUTDIR
 
-CASE: attn128, attn128c (flash attention fwd d128, 4x16x4096, causal), attn64, attn128-tma and
-attn128c-ws (tegula's other form of the softmax overlap than the default's), gemm16 (fp16
+CASE: attn128, attn128c (flash attention fwd d128, 4x16x4096, causal), attn64, attn128-tma,
+attn128c-tma and attn128c-ws (tegula's two forms of the softmax overlap), gemm16 (fp16
 4096^3, 128x256x64, 3 stages, 256 threads), or a case of bench_corpus.py (mla_decode, gemv, ...).
 ``benchmarks/run_profile_device.sh`` runs it for a list of cases on the GPU.
 """
@@ -27,6 +27,7 @@ HOPPER = {
     # (no WarpSpecialize) and the warp-specialized one
     "attn128-tma": dict(dim=128, causal=False, configs={"tl.disable_warp_specialized": True}),
     "attn128c-ws": dict(dim=128, causal=True, configs={"tegula.warp_specialize": True}),
+    "attn128c-tma": dict(dim=128, causal=True, configs={"tl.disable_warp_specialized": True}),
 }
 
 

@@ -22,7 +22,7 @@ Before/after::
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from tegula.ir import dtype as dt
 from tegula.ir.expr import Builtin, BufferLoad, Var, const
@@ -188,9 +188,12 @@ class _Inserter:
             self.loops -= 1
             # a barrier the body's head needs for what came before the loop goes before the
             # loop, not into every iteration (the back edge below orders the iterations)
+            # (also past statements that touch no shared memory the barrier orders: an mbarrier
+            # wait, lets; a warp-specialized consumer loop starts so)
             out: list[Stmt] = []
-            if body and self.is_sync(body[0]) and not (given and self.is_sync(given[0])):
-                out.append(body.pop(0))
+            head = _hoistable_barrier(body, given, self.is_sync)
+            if head is not None:
+                out.append(body.pop(head))
                 before.clear()
             # the back edge: the next iteration's accesses up to its first barrier
             if _head_conflicts(body, st, self.is_sync) and not (isinstance(s.extent, int) and s.extent <= 1):
@@ -284,6 +287,19 @@ def _stmts(s: Any) -> list[Stmt]:
     if s is None:
         return []
     return list(s.stmts) if isinstance(s, SeqStmt) else [s]
+
+
+def _hoistable_barrier(body: list[Stmt], given: list[Stmt], is_sync: Any) -> Optional[int]:
+    """The index of the barrier this pass put into ``body`` (not one of the ``given``
+    statements) ahead of every shared access of the body, which can go before the loop; else
+    None. Statements before it may only be mbarrier calls and lets reading no shared memory."""
+    for i, s in enumerate(body):
+        if is_sync(s):
+            return None if any(s is g for g in given) else i
+        mbarrier = isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name.startswith("tl::mbarrier_")
+        if not (mbarrier or isinstance(s, LetStmt) and accesses(s) == (set(), set())):
+            return None
+    return None
 
 
 def _head_accesses(body: list[Stmt], is_sync: Any = _is_sync) -> tuple[set, set]:

@@ -18,8 +18,8 @@ An attention-shaped loop (:func:`softmax_overlap.attention_parts`) that the soft
 (:func:`_split_attention`): the producer loads K and V into rings of their own (full/empty
 mbarriers each), the consumers run :func:`softmax_overlap.overlap_loop` on those rings with no
 block barrier in the loop, freeing K's stage after ``wait_group 1`` (G1 retired) and the previous
-V stage after ``wait_group 0``; by default where every block runs the same number of key blocks
-(:data:`WS_ATTENTION`: causal attention measured slower split), forced with ``tegula.warp_specialize``.
+V stage after ``wait_group 0``; by default (:data:`WS_ATTENTION`), causal loops included, whose
+trip count varies with the block; ``tegula.warp_specialize`` forces it on or off.
 
 With the overlap (``tegula.wgmma_overlap``, by default for accumulators of at least 128x256) the
 consumers keep one k-tile of wgmma in flight: each gemm waits for all but the group it just
@@ -64,8 +64,8 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
-from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, let_values, pipeline_parts,
+from tegula.ir.visitor import Mutator, post_order_visit, substitute
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, pipeline_parts,
                                                          restaged_annotations, serial_annotations,
                                                          staged_tiles)
 from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, overlap_loop
@@ -97,16 +97,13 @@ WS_AUTO_MAX_ELEMS = 64 * 128
 # flight in the consumers (each releases a stage one iteration late, after ``wait_group 1``).
 WS_OVERLAP_MIN_ELEMS = 128 * 256
 # Attention loops that the softmax overlap suits (softmax_overlap.wanted) split by default, the
-# consumers running that schedule on K and V rings of their own, where every block runs the same
-# number of key blocks. Measured on an H200 (BENCHMARKS.md), d128 128x128 tiles: +7% (4x16x4096)
-# and +10% (16k tokens) over TmaPipeline's overlap; causal (trip counts growing with blockIdx.x)
-# -6% and -8%, so left to TmaPipeline.
+# consumers running that schedule on K and V rings of their own. Measured on an H200
+# (BENCHMARKS.md), d128 128x128 tiles: +7% (4x16x4096) and +10% (16k tokens) over TmaPipeline's
+# overlap. Causal loops (trip counts growing with blockIdx.x) measured -6% and -8% split while a
+# named barrier of the consumers sat in every iteration (the peeled first block runs under
+# ``if 0 < n``, so InsertBarriers kept Q's barrier in the loop); with it before the loop they
+# split too.
 WS_ATTENTION = True
-
-
-def _same_trip_count(k: Kernel, loop: For, lets: list) -> bool:
-    """The loop's extent (through the kernel's lets) depends on no block index."""
-    return not uses_var(substitute(E.as_expr(loop.extent), let_values(lets)), list(k.block_vars))
 
 
 def _gemm_loop(consumers: list) -> bool:
@@ -188,8 +185,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     # an attention loop with the softmax overlap: the consumers run TmaPipeline's schedule of it
     # (softmax_overlap), fed by K and V rings of their own
     lets = [s for s in body if isinstance(s, LetStmt)]
-    by_default = WS_ATTENTION and _same_trip_count(k, loop, lets)
-    att_ws = att is not None and bool(by_default if force is None else force) and \
+    att_ws = att is not None and bool(WS_ATTENTION if force is None else force) and \
         softmax_wanted(att, k, S, softmax)
     split, ov = (True, False) if att_ws else _wanted(S, consumers, force, overlap, T)
     if not split:
