@@ -168,8 +168,8 @@ def gemm_section(args):
     return rows
 
 
-# labels about the block order and its combinations, timed on causal shapes only
-CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order")
+# labels about the block order, its combinations and the overlap's split form, timed on causal shapes only
+CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
 
 
 def attention_section(args):

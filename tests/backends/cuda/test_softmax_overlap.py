@@ -308,12 +308,54 @@ def test_warp_specialized_form_is_taken_where_the_overlap_is():
     plain = lower(d64, SM90, WS).script()
     assert "# warp_specialize" in plain and "empty_late" not in plain and "wgmma_wait_group(template=(1,)" not in plain
     assert "kb_empty_late" in lower(d64, SM90, WS_ON).script()
-    # by default: split where every block runs the same number of key blocks (not causal)
+    # by default the overlap's form where every block runs the same number of key blocks (not
+    # causal); causal loops are split plainly (test_causal_attention_is_split_plainly_by_default)
     default = lower(d128, SM90, {}).script()
-    assert "# warp_specialize" not in default and "kb_full_late" in default
+    assert "# warp_specialize" in default and "empty_late" not in default
     assert "kb_empty_late" in lower(_fa(1, 2, 512, 128, False, 1, 128, 128, 2, 256), SM90, {}).script()
     off = lower(d128, SM90, {**WS, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}).script()
     assert "# warp_specialize" in off and "empty_late" not in off
+
+
+@pytest.mark.parametrize("configs", [WS_ON, {}], ids=["overlap", "plain"])
+def test_causal_consumers_meet_at_no_barrier_inside_the_loop(configs):
+    """Q's named barrier (the consumers wrote Q_shared before the loop) goes before the loop, not
+    into every iteration: the loop starts with an mbarrier wait, and in the overlap's form the
+    peeled first block runs under ``if 0 < n_blocks``, after which Q's writes still count as
+    pending on the path that skipped it."""
+    low = lower(_fa(1, 2, 512, 128, True, 1, 128, 128, 2, 256), SM90, configs).script()
+    cons = _roles(low)[1]
+    loop = cons[cons.rindex("for kb in T.serial("):]
+    loop = loop[:loop.index("flash_attention.py:99)")]  # up to the epilogue's acc_o /= l
+    assert "named_barrier" not in loop and "sync_threads" not in loop
+    assert "named_barrier_sync(1, 256" in cons[:cons.rindex("for kb in T.serial(")]
+
+
+def test_causal_attention_is_split_plainly_by_default():
+    """A causal loop (its trip count grows with blockIdx.x) whose tiles keep the SM to one block
+    is split without the overlap: one ring for K and V, each gemm waited for; tegula.softmax_overlap
+    on gives the overlap's form, off leaves the loop to TmaPipeline; d64 (two blocks per SM) and
+    full attention keep their forms."""
+    causal = _fa(1, 2, 512, 128, True, 1, 128, 128, 2, 256)
+    low = lower(causal, SM90, {}).script()
+    assert "threads=384" in low and "kb_bars" in low and "empty_late" not in low
+    assert "wgmma_wait_group(template=(1,)" not in low and "warpgroup_reg_alloc(template=(232,)" in low
+    assert "kb_empty_late" in lower(causal, SM90, {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}).script()
+    off = lower(causal, SM90, {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}).script()
+    assert "# warp_specialize" not in off and "kb_full" in off
+    assert "# warp_specialize" not in lower(_fa(1, 2, 512, 64, True, 1, 128, 128, 2, 256), SM90, {}).script()
+    assert "kb_empty_late" in lower(_fa(1, 2, 512, 128, False, 1, 128, 128, 2, 256), SM90, {}).script()
+
+
+@pytest.mark.parametrize("case", [(1, 2, 320, 128, True, 1, 128, 128, 2, 256),    # ragged, 3 query blocks
+                                  (1, 2, 256, 64, True, 2, 128, 64, 3, 256)],     # d64 GQA, 3 stages
+                         ids=lambda c: "-".join(map(str, c)))
+def test_causal_plain_split_on_the_hopper_emulator_matches_float64(case, rng):
+    """The plain split of causal attention (the default for d128; forced at d64 here) run by the
+    Hopper emulator, producer and consumers as tasks, against float64."""
+    configs = {} if case[3] == 128 else {PassConfigKey.TEGULA_WARP_SPECIALIZE: True,
+                                         PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}
+    _emulated(case, configs, ("kb_bars", "warpgroup_reg_alloc"), rng)
 
 
 @needs_compiler
@@ -352,3 +394,10 @@ def test_warp_specialized_form_on_the_hopper_emulator_matches_float64(case, rng)
 @pytest.mark.parametrize("seq", [300, 1024])
 def test_warp_specialized_form_on_gpu(dim, bm, bn, stages, causal, seq):
     _on_gpu((dim, bm, bn, stages, 256, causal, seq), WS_ON, "empty_late")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("seq", [300, 1024])
+def test_causal_plain_split_on_gpu(stages, seq):
+    _on_gpu((128, 128, 128, stages, 256, True, seq), {}, "warpgroup_reg_alloc<232>")

@@ -365,8 +365,9 @@ def test_split_gemm_keeps_setmaxnreg_and_wgmma_in_flight_through_ptxas():
 
 def test_pass_takes_by_default_only_the_loops_it_measured_faster_on():
     """Loops of gemms over tiles up to 64x128 (no overlap) or of at least 128x256 (one k-tile of
-    wgmma in flight in the consumers), and non-causal attention the softmax overlap suits: taken;
-    the corpus's 128x128 GEMM and other attention: left, unless forced."""
+    wgmma in flight in the consumers), non-causal attention the softmax overlap suits and causal
+    attention whose tiles keep the SM to one block (split plainly): taken; the corpus's 128x128
+    GEMM and other attention: left, unless forced."""
     g, fa = _example("gemm"), _example("flash_attention")
     skinny = g.matmul.get_tir(64, 1024, 1024, 64, 128, 64, 4, 128)
     big4 = g.matmul.get_tir(1024, 1024, 1024, 128, 256, 64, 4, 256)
@@ -377,9 +378,10 @@ def test_pass_takes_by_default_only_the_loops_it_measured_faster_on():
         s = _lowered(big)
         assert "# warp_specialize" in s and "wgmma_wait_group(template=(1,)" in s
     # attention the softmax overlap suits, with the same number of key blocks in every block:
-    # the consumers run that schedule; causal (trip counts growing with blockIdx.x) is left
+    # the consumers run that schedule; causal (trip counts growing with blockIdx.x): the plain split
     assert "kb_empty_late" in _lowered(attn)
-    assert "# warp_specialize" not in _lowered(fa.flash_attention(1, 2, 512, 128, True, 1, 128, 128, 2, 256))
+    causal = _lowered(fa.flash_attention(1, 2, 512, 128, True, 1, 128, 128, 2, 256))
+    assert "# warp_specialize" in causal and "empty_late" not in causal
     assert "# warp_specialize" not in _lowered(fa.flash_attention(1, 2, 512, 64, False, 1, 128, 128, 2, 256))
     corpus = g.matmul.get_tir(1024, 1024, 1024, 128, 128, 32, 3, 128)  # 1.46x slower split (H200)
     assert "# warp_specialize" not in _lowered(corpus)

@@ -121,11 +121,17 @@ def wanted(parts: tuple, kernel: Kernel, S: int, force: Optional[bool], arch: st
     per SM (the passes that call this run for sm_90a only)."""
     if force is not None:
         return bool(force)
-    _, g1, _, _, g2, early, late = parts
+    _, g1, _, _, g2, _, _ = parts
     threads = kernel.num_threads
     nbytes = (_elems(g1.C) + _elems(g2.C)) * 4 + _elems(g2.A) * g2.A.buffer.dtype.itemsize
-    two_blocks = 2 * (_smem_bytes(kernel, S, early + late) + SMEM_RESERVED) <= smem_limit(arch) + SMEM_RESERVED
-    return nbytes // 4 <= AUTO_MAX_REGS * threads and not two_blocks
+    return nbytes // 4 <= AUTO_MAX_REGS * threads and one_block_per_sm(parts, kernel, S, arch)
+
+
+def one_block_per_sm(parts: tuple, kernel: Kernel, S: int, arch: str = "sm_90a") -> bool:
+    """Shared memory keeps an SM of ``arch`` to one block of ``kernel`` once the loop's tiles
+    (``attention_parts``) have ``S`` stages."""
+    early, late = parts[5], parts[6]
+    return 2 * (_smem_bytes(kernel, S, early + late) + SMEM_RESERVED) > smem_limit(arch) + SMEM_RESERVED
 
 
 def _fresh_lets(stmts: list[Stmt]) -> list[Stmt]:

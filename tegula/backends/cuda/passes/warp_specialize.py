@@ -18,8 +18,11 @@ An attention-shaped loop (:func:`softmax_overlap.attention_parts`) that the soft
 (:func:`_split_attention`): the producer loads K and V into rings of their own (full/empty
 mbarriers each), the consumers run :func:`softmax_overlap.overlap_loop` on those rings with no
 block barrier in the loop, freeing K's stage after ``wait_group 1`` (G1 retired) and the previous
-V stage after ``wait_group 0``; by default (:data:`WS_ATTENTION`), causal loops included, whose
-trip count varies with the block; ``tegula.warp_specialize`` forces it on or off.
+V stage after ``wait_group 0``; by default (:data:`WS_ATTENTION`) where every block runs the same
+number of key blocks. Where the trip count grows with the block (causal) and shared memory keeps
+the SM to one block anyway, the loop is split with the consumers running it as written (each gemm
+waited for, the two consumer warpgroups drifting apart so that one's softmax runs beside the
+other's gemms); see :func:`_attention_split`. ``tegula.warp_specialize`` forces a split on or off.
 
 With the overlap (``tegula.wgmma_overlap``, by default for accumulators of at least 128x256) the
 consumers keep one k-tile of wgmma in flight: each gemm waits for all but the group it just
@@ -64,11 +67,10 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
-from tegula.ir.visitor import Mutator, post_order_visit, substitute
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, pipeline_parts,
-                                                         restaged_annotations, serial_annotations,
-                                                         staged_tiles)
-from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, overlap_loop
+from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, let_values, pipeline_parts,
+                                                         restaged_annotations, serial_annotations, staged_tiles)
+from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, one_block_per_sm, overlap_loop
 from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
 from tegula.backends.cuda.passes.tma_pipeline import _one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
 
@@ -99,11 +101,38 @@ WS_OVERLAP_MIN_ELEMS = 128 * 256
 # Attention loops that the softmax overlap suits (softmax_overlap.wanted) split by default, the
 # consumers running that schedule on K and V rings of their own. Measured on an H200
 # (BENCHMARKS.md), d128 128x128 tiles: +7% (4x16x4096) and +10% (16k tokens) over TmaPipeline's
-# overlap. Causal loops (trip counts growing with blockIdx.x) measured -6% and -8% split while a
-# named barrier of the consumers sat in every iteration (the peeled first block runs under
-# ``if 0 < n``, so InsertBarriers kept Q's barrier in the loop); with it before the loop they
-# split too.
+# overlap. Causal loops (trip counts growing with blockIdx.x) in that form measured -6% and -8%
+# with a named barrier of the consumers in every iteration, and -3% / -7% without it (the barrier
+# went before the loop, 2026-12-01 20:10 UTC), against TmaPipeline's loop; the plain split (the
+# consumers wait for each gemm, TileLang's schedule) takes them.
 WS_ATTENTION = True
+
+
+def _same_trip_count(k: Kernel, loop: For, lets: list) -> bool:
+    """The loop's extent (through the kernel's lets) depends on no block index."""
+    return not uses_var(substitute(E.as_expr(loop.extent), let_values(lets)), list(k.block_vars))
+
+
+def _attention_split(k: Kernel, loop: For, lets: list, S: int, att: Optional[tuple], force: Optional[bool],
+                     softmax: Optional[bool]) -> tuple[bool, bool]:
+    """(split an attention loop into the softmax overlap's schedule, split it with the
+    consumers running the body as written) for ``att`` (:func:`softmax_overlap.attention_parts`,
+    None for other loops). Forced (``tegula.warp_specialize``): the overlap's form where the
+    overlap suits (:func:`softmax_overlap.wanted`), else :func:`_wanted`'s plain split. By
+    default (:data:`WS_ATTENTION`) where shared memory keeps the SM to one block anyway: the
+    overlap's form where every block runs the same number of key blocks, the plain form where
+    the trip count grows with the block (causal), unless ``tegula.softmax_overlap`` is set
+    (on: the overlap's form; off: no split, TmaPipeline's loop)."""
+    if att is None:
+        return False, False
+    uniform = _same_trip_count(k, loop, lets)
+    if force is not None:
+        return bool(force) and softmax_wanted(att, k, S, softmax), False
+    if not WS_ATTENTION:
+        return False, False
+    if uniform or softmax:
+        return softmax_wanted(att, k, S, softmax), False
+    return False, softmax is None and one_block_per_sm(att, k, S)
 
 
 def _gemm_loop(consumers: list) -> bool:
@@ -182,12 +211,9 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     if not all(tma_copy_ok(p) for p in producers):
         return None
     att = attention_parts(consumers, producers)
-    # an attention loop with the softmax overlap: the consumers run TmaPipeline's schedule of it
-    # (softmax_overlap), fed by K and V rings of their own
     lets = [s for s in body if isinstance(s, LetStmt)]
-    att_ws = att is not None and bool(WS_ATTENTION if force is None else force) and \
-        softmax_wanted(att, k, S, softmax)
-    split, ov = (True, False) if att_ws else _wanted(S, consumers, force, overlap, T)
+    att_ws, att_serial = _attention_split(k, loop, lets, S, att, force, softmax)
+    split, ov = (True, False) if att_ws or att_serial else _wanted(S, consumers, force, overlap, T)
     if not split:
         return None
     pinned = k.annotations.get("layout_map") or {}
