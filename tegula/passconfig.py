@@ -110,14 +110,15 @@ class PassConfigKey(str, enum.Enum):
     TEGULA_WGMMA_OVERLAP = "tegula.wgmma_overlap"
     # sm_90a: split pipelined TMA loops into a producer warpgroup and consumers (WarpSpecialize);
     # True / False force it on / off, unset: for loops of gemms over tiles up to 64 x 128 or of at
-    # least 128 x 256 (those with the wgmma overlap), and attention loops the softmax overlap
-    # suits with the same number of key blocks in every block (not causal)
+    # least 128 x 256 (those with the wgmma overlap), attention loops the softmax overlap suits
+    # with the same number of key blocks in every block (their consumers run the overlap), and
+    # causal ones whose tiles keep the SM to one block (split plainly, each gemm waited for)
     TEGULA_WARP_SPECIALIZE = "tegula.warp_specialize"
     # sm_90a: an attention-shaped TMA-pipelined loop (gemm, softmax, gemm from registers) runs the
     # second gemm of a block beside the next block's softmax (TmaPipeline, or the consumers of a
     # loop WarpSpecialize splits); True / False force it
     # on / off, unset: where the fragments live across the overlap fit 160 registers per thread and
-    # shared memory already limits the SM to one block
+    # shared memory already limits the SM to one block, except causal loops WarpSpecialize splits
     TEGULA_SOFTMAX_OVERLAP = "tegula.softmax_overlap"
     # sm_90a: whole tiles stored to global memory through the copy engine (TmaStores); True / False
     # force it on / off for shared tiles and fragments, unset: shared tiles (TileLang's default)
