@@ -170,6 +170,9 @@ def gemm_section(args):
 
 # labels about the block order, its combinations and the overlap's split form, timed on causal shapes only
 CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
+# labels timed only when --extra names them (the rest of the four combinations of the softmax
+# overlap and the block order, measured on 2026-12-01: BENCHMARKS.md)
+EXTRA = ("no_overlap", "tma_no_order")
 
 
 def attention_section(args):
@@ -219,7 +222,8 @@ def attention_section(args):
                                                       target="cuda", pass_configs=MMA_SYNC)),
                 ("tilelang", lambda c: tl_ex.flash_attention(batch, heads, seq, dim, causal, 1, *c)),
             ):
-                if label in args.skip or (label in CAUSAL_ONLY and not causal):
+                if label in args.skip or (label in CAUSAL_ONLY and not causal) or \
+                        (label in EXTRA and label not in args.extra):
                     continue
                 if label == "tilelang":
                     if tl_ex is None:
@@ -380,12 +384,14 @@ def main() -> None:
     p.add_argument("--no-tilelang", action="store_true")
     p.add_argument("--only", default="gemm,attention,fp8,compile")
     p.add_argument("--skip", default="", help="labels left out, e.g. mma_sync,wgmma_cpasync")
+    p.add_argument("--extra", default="", help="labels timed only on request: " + ",".join(EXTRA))
     p.add_argument("--configs", type=int, default=0, help="try only the first N configurations")
     p.add_argument("--attn-seq", default="4096", help="attention sequence lengths (16384: batch 1)")
     p.add_argument("--fp8-panels", default="", help="FP8: RasterBlocks strip widths to try beside the default")
     p.add_argument("--attn-configs", default="", help="attention configurations, e.g. 128x128x2x256,128x128x3x256")
     args = p.parse_args()
     args.skip = set(filter(None, args.skip.split(",")))
+    args.extra = set(filter(None, args.extra.split(",")))
     args.attn_seq = [int(x) for x in args.attn_seq.split(",")]
     args.fp8_panels = [int(x) for x in args.fp8_panels.split(",") if x]
     RESULTS["device"] = torch.cuda.get_device_name(0)

@@ -23,7 +23,7 @@ if [ -n "${TESTS:-}" ]; then
   echo "pytest rc=$?"; tail -3 $R/pytest.log
 fi
 PYTHONPATH=/tmp/site:$PWD timeout ${BENCH_S:-150} python3 benchmarks/bench_hopper.py --only attention --attn-seq 4096,16384 \
-  --out $R/bench_hopper.json ${BENCH_ARGS:---attn-configs 128x128x2x256 --skip mma_sync,wgmma_cpasync,ws_overlap} \
+  --out $R/bench_hopper.json ${BENCH_ARGS:---attn-configs 128x128x2x256 --skip mma_sync,wgmma_cpasync --extra no_overlap} \
   > $R/bench_hopper.log 2>&1
 echo "bench rc=$?"; grep "^  " $R/bench_hopper.log | grep -v "TileLang" | cut -c1-100
 tar -C /tmp -czf $OUT/attn-causal.tgz attn-causal
