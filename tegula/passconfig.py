@@ -112,7 +112,8 @@ class PassConfigKey(str, enum.Enum):
     # True / False force it on / off, unset: for loops of gemms over tiles up to 64 x 128 or of at
     # least 128 x 256 (those with the wgmma overlap), attention loops the softmax overlap suits
     # with the same number of key blocks in every block (their consumers run the overlap), and
-    # causal ones whose tiles keep the SM to one block (split plainly, each gemm waited for)
+    # causal ones of 256 threads whose tiles keep the SM to one block (split plainly, each gemm
+    # waited for)
     TEGULA_WARP_SPECIALIZE = "tegula.warp_specialize"
     # sm_90a: an attention-shaped TMA-pipelined loop (gemm, softmax, gemm from registers) runs the
     # second gemm of a block beside the next block's softmax (TmaPipeline, or the consumers of a

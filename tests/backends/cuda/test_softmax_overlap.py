@@ -334,8 +334,8 @@ def test_causal_consumers_meet_at_no_barrier_inside_the_loop(configs):
 def test_causal_attention_is_split_plainly_by_default():
     """A causal loop (its trip count grows with blockIdx.x) whose tiles keep the SM to one block
     is split without the overlap: one ring for K and V, each gemm waited for; tegula.softmax_overlap
-    on gives the overlap's form, off leaves the loop to TmaPipeline; d64 (two blocks per SM) and
-    full attention keep their forms."""
+    on gives the overlap's form, off leaves the loop to TmaPipeline; d64 (two blocks per SM), one
+    consumer warpgroup and full attention keep their forms."""
     causal = _fa(1, 2, 512, 128, True, 1, 128, 128, 2, 256)
     low = lower(causal, SM90, {}).script()
     assert "threads=384" in low and "kb_bars" in low and "empty_late" not in low
@@ -344,6 +344,8 @@ def test_causal_attention_is_split_plainly_by_default():
     off = lower(causal, SM90, {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}).script()
     assert "# warp_specialize" not in off and "kb_full" in off
     assert "# warp_specialize" not in lower(_fa(1, 2, 512, 64, True, 1, 128, 128, 2, 256), SM90, {}).script()
+    # one consumer warpgroup (128 threads): TmaPipeline's loop, as before
+    assert "# warp_specialize" not in lower(_fa(1, 2, 512, 128, True, 1, 128, 128, 2, 128), SM90, {}).script()
     assert "kb_empty_late" in lower(_fa(1, 2, 512, 128, False, 1, 128, 128, 2, 256), SM90, {}).script()
 
 

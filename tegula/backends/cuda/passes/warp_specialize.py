@@ -19,10 +19,11 @@ An attention-shaped loop (:func:`softmax_overlap.attention_parts`) that the soft
 mbarriers each), the consumers run :func:`softmax_overlap.overlap_loop` on those rings with no
 block barrier in the loop, freeing K's stage after ``wait_group 1`` (G1 retired) and the previous
 V stage after ``wait_group 0``; by default (:data:`WS_ATTENTION`) where every block runs the same
-number of key blocks. Where the trip count grows with the block (causal) and shared memory keeps
-the SM to one block anyway, the loop is split with the consumers running it as written (each gemm
-waited for, the two consumer warpgroups drifting apart so that one's softmax runs beside the
-other's gemms); see :func:`_attention_split`. ``tegula.warp_specialize`` forces a split on or off.
+number of key blocks. Where the trip count grows with the block (causal), the block has two
+consumer warpgroups and shared memory keeps the SM to one block anyway, the loop is split with the
+consumers running it as written (each gemm waited for, the two consumer warpgroups drifting apart
+so that one's softmax runs beside the other's gemms); see :func:`_attention_split`.
+``tegula.warp_specialize`` forces a split on or off.
 
 With the overlap (``tegula.wgmma_overlap``, by default for accumulators of at least 128x256) the
 consumers keep one k-tile of wgmma in flight: each gemm waits for all but the group it just
@@ -121,8 +122,9 @@ def _attention_split(k: Kernel, loop: For, lets: list, S: int, att: Optional[tup
     overlap suits (:func:`softmax_overlap.wanted`), else :func:`_wanted`'s plain split. By
     default (:data:`WS_ATTENTION`) where shared memory keeps the SM to one block anyway: the
     overlap's form where every block runs the same number of key blocks, the plain form where
-    the trip count grows with the block (causal), unless ``tegula.softmax_overlap`` is set
-    (on: the overlap's form; off: no split, TmaPipeline's loop)."""
+    the trip count grows with the block (causal) and the block has two consumer warpgroups,
+    unless ``tegula.softmax_overlap`` is set (on: the overlap's form; off: no split,
+    TmaPipeline's loop)."""
     if att is None:
         return False, False
     uniform = _same_trip_count(k, loop, lets)
@@ -132,7 +134,8 @@ def _attention_split(k: Kernel, loop: For, lets: list, S: int, att: Optional[tup
         return False, False
     if uniform or softmax:
         return softmax_wanted(att, k, S, softmax), False
-    return False, softmax is None and one_block_per_sm(att, k, S)
+    # two consumer warpgroups, which drift apart (one warpgroup alone has nothing beside its softmax)
+    return False, softmax is None and k.num_threads == 2 * WARPGROUP and one_block_per_sm(att, k, S)
 
 
 def _gemm_loop(consumers: list) -> bool:
