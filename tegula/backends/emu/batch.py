@@ -38,6 +38,7 @@ from tegula.ir.visitor import Mutator, post_order_visit
 from tegula.backends.closure import MASK, StmtFn, compile_expr
 from tegula.backends.emu.builtins import template
 from tegula.backends.emu.context import STATE, Ctx
+from tegula.backends.emu.memory import check_tma_sources
 
 # -- runs of mma.sync ----------------------------------------------------------------------------
 
@@ -274,7 +275,8 @@ def compile_batched_loop(s: For, ctx: Ctx, sequential: StmtFn) -> StmtFn:
         fdst = _flat(dst, list(body.indices), ctx)
     finally:
         ctx.vec_vars.discard(id(s.var))
-    site = ctx.site(dst, "store", body.span or ctx.span) if dst.scope == "shared" else -1
+    span = body.span or ctx.span
+    site = ctx.site(dst, "store", span) if dst.scope == "shared" else -1
     npd = dst.np
 
     def run(env: list) -> None:
@@ -309,10 +311,12 @@ def compile_batched_loop(s: For, ctx: Ctx, sequential: StmtFn) -> StmtFn:
                                                      info.itemsize), lanes, lsite, info)
         val = pick(np.asarray(fv(env)).astype(npd, copy=False))
         fw = pick(where)
+        arr = env[dst.slot]
         if site >= 0:
             st.tracker.write(st.tracker.units(dst.offset + fw * dst.itemsize, dst.itemsize),
                              lanes, site, dst)
-        arr = env[dst.slot]
+        elif dst.scope == "global" and st.mbarriers:
+            check_tma_sources(st, dst, arr, fw, lanes, span)
         if dst.scope == "local":
             arr[fw, lanes] = val
         else:
@@ -418,5 +422,7 @@ def compile_batched_copy(s: For, ctx: Ctx, sequential: StmtFn) -> StmtFn:
             vals = np.ascontiguousarray(vals).view(np.uint8).view(dst.dtype)
         if dsite >= 0:
             st.tracker.write(st.tracker.units(db, nbytes), lanes, dsite, dinfo)
+        elif dinfo.scope == "global" and st.mbarriers:
+            check_tma_sources(st, dinfo, dst, D[:, None] + d_ar, lanes, span)
         dst[D[:, None] + d_ar] = vals
     return run

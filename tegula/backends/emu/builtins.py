@@ -17,8 +17,8 @@ from tegula.ir import expr as E
 from tegula.backends.closure import MASK, CExpr, bitcast, compile_expr, extern_code_error
 from tegula.backends.emu.context import STATE, BufInfo, Ctx, builtin_rule, lanes_of
 from tegula.backends.emu.exprs import compile_element
-from tegula.backends.emu.memory import (Addr, AsyncCopy, byte_offset, check_align, read_elems,
-                                        write_elems)
+from tegula.backends.emu.memory import (Addr, AsyncCopy, byte_offset, check_align, check_tma_sources,
+                                        read_elems, write_elems)
 
 
 def template(e: E.Builtin) -> tuple:
@@ -317,6 +317,8 @@ def _atomic(e: E.Builtin, ctx: Ctx) -> CExpr:
         if info.scope == "local":
             ufunc.at(arr, (f, got), vals[:, 0])
         else:
+            if info.scope == "global" and st.mbarriers:
+                check_tma_sources(st, info, arr, f, got, span)
             ufunc.at(arr, f, vals[:, 0])  # one update per thread, in thread order
         out = np.zeros(n, info.np)
         out[got] = old[:, 0]

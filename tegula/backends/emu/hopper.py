@@ -28,7 +28,8 @@ What the PTX ISA defines, as the sm_90a lowering uses it:
   copy engine with ``fence.mbarrier_init`` (or ``fence.proxy.async``).
 
 Checks, reported as :class:`~tegula.errors.RaceError` / :class:`~tegula.errors.SyncError`:
-reads of a TMA destination before the phase that covers it completes (in :mod:`.races`); generic
+reads of a TMA destination before the phase that covers it completes (in :mod:`.races`); global
+memory written while a TMA load in flight reads it (:func:`.memory.check_tma_sources`); generic
 writes read by TMA / wgmma without a proxy fence; stage buffers written (TMA, generic) while a
 wgmma or another warpgroup may still read them; accumulator registers read or written while their
 wgmma is in flight, or after ``wait_group`` before ``wgmma_fence_operands`` pins them; A
@@ -50,6 +51,7 @@ from tegula.backends.closure import MASK, CExpr, compile_expr
 from tegula.backends.emu.builtins import compile_addr, template
 from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
 from tegula.backends.emu.exprs import dims_of
+from tegula.backends.emu.memory import check_tma_sources
 from tegula.backends.emu.mbarrier import bar_of, fence_inits, lanes_text, settle
 
 WARPGROUP = 128
@@ -159,6 +161,7 @@ class TmaCopy:
     nbytes: int
     site: int
     buf: Any
+    lane: int              # the issuing thread
 
 
 def _tma_map(e: E.Builtin, ctx: Ctx, arg: Any) -> Any:
@@ -266,7 +269,7 @@ def _tma_load(e: E.Builtin, ctx: Ctx) -> CExpr:
             tr.join_agent(b.agent, lane)
             units = units_of(pos, tr.unit)[None, :]
             tr.issue(units, np.array([b.agent]), site, dinfo, tag=b.phase, distinct=True)
-            b.inflight.append(TmaCopy(pos, env[gslot], flat, ok, units, box.nbytes, site, dinfo))
+            b.inflight.append(TmaCopy(pos, env[gslot], flat, ok, units, box.nbytes, site, dinfo, lane))
         return np.True_
     return CExpr(issue, False)
 
@@ -309,6 +312,7 @@ def _tma_store(e: E.Builtin, ctx: Ctx) -> CExpr:
             tr.async_read(units_of(pos, tr.unit), rec[0], np.array([lane]), site, sinfo)
             flat, ok = box.elements(env, _lane_coords(env, fcs, lane, n))
             vals = np.ascontiguousarray(st.pool[pos]).view(gdt)
+            check_tma_sources(st, box.ginfo, env[gslot], flat[ok][None, :], np.array([lane]), span)
             env[gslot][flat[ok]] = vals[ok]
         return np.True_
     return CExpr(issue, False)

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tegula.errors import RaceError
-from tegula.backends.emu.context import BufInfo
+from tegula.backends.emu.context import BufInfo, where
 from tegula.backends.emu.races import Reporter, Tracker
 
 
@@ -122,6 +122,32 @@ def check_align(st: BlockState, info: BufInfo, byte_start: np.ndarray, lanes: np
                                 f"({st.rep.block})", span), ("align", id(span)))
 
 
+def check_tma_sources(st: BlockState, info: BufInfo, arr: np.ndarray, flat: np.ndarray, lanes: np.ndarray,
+                      span: Any) -> None:
+    """Report a write of elements ``flat`` (``(k,)`` or ``(k, c)``, row ``i`` by thread
+    ``lanes[i]``) of global buffer ``info`` (its array ``arr``) that a TMA load in flight reads:
+    the copy engine reads global memory until the load completes, so which value lands is not
+    defined (a race)."""
+    for b in st.mbarriers.values():
+        for c in b.inflight:
+            if c.src is not arr:
+                continue
+            rows = np.asarray(flat).reshape(len(lanes), -1)
+            hit = np.isin(rows, c.flat[c.ok])
+            if not hit.any():
+                continue
+            i = int(np.flatnonzero(hit.any(axis=1))[0])
+            elem = int(rows[i][hit[i]][0])
+            me, tma = f"thread {int(lanes[i])}", f"the TMA load on mbarrier '{b.name}' issued by thread {c.lane}"
+            msg = (f"data race on global buffer '{info.name}' element {elem}: {me} writes it while {tma} "
+                   f"(phase {b.phase}) still reads it ({st.rep.block})\n"
+                   f"  {me}: {where(span)}\n"
+                   f"  thread {c.lane}: {st.tracker.sites[c.site].where()}")
+            st.rep.report(RaceError(msg, span, hint="wait for the load's phase (T.mbarrier_wait_parity) before "
+                                    "writing the global memory it reads"), ("tma source", id(span), c.site))
+            return
+
+
 # ---------------------------------------------------------------------------------------------
 # Vector accesses through addresses
 # ---------------------------------------------------------------------------------------------
@@ -185,6 +211,8 @@ def write_elems(env: list, st: BlockState, addr: Addr, lanes: np.ndarray, vals: 
         return
     if info.scope == "shared":
         st.tracker.write(st.tracker.units(info.offset + f * isz, nbytes), lanes, site, info)
+    elif st.mbarriers:
+        check_tma_sources(st, info, arr, f[:, None] + np.arange(count), lanes, span)
     if count == 1:
         arr[f] = vals[:, 0]
     else:

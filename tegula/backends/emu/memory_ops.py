@@ -11,6 +11,7 @@ from tegula.backends.closure import MASK, CExpr, StmtFn, compile_expr
 from tegula.backends.emu.context import STATE, Ctx, lanes_of
 from tegula.backends.emu.exprs import compile_element
 from tegula.backends.emu.hopper import check_registers
+from tegula.backends.emu.memory import check_tma_sources
 
 
 def _bcast(v: Any, n: int) -> np.ndarray:
@@ -110,6 +111,7 @@ def compile_store(st_: BufferStore, ctx: Ctx) -> StmtFn:
         return store_local_vec
     site = ctx.site(info, "store", st_.span or ctx.span) if info.scope == "shared" else -1
     off, isz = info.offset, info.itemsize
+    span = st_.span or ctx.span
 
     def store(env: list) -> None:
         val = fv(env)
@@ -118,8 +120,10 @@ def compile_store(st_: BufferStore, ctx: Ctx) -> StmtFn:
         if not len(lanes):
             return
         fl = _bcast(f, n)[lanes]
+        st = env[STATE]
         if site >= 0:
-            st = env[STATE]
             st.tracker.write(st.tracker.units(off + fl.astype(np.int64) * isz, isz), lanes, site, info)
+        elif st.mbarriers:
+            check_tma_sources(st, info, env[s], fl, lanes, span)
         env[s][fl] = _bcast(val, n)[lanes]
     return store
