@@ -340,7 +340,7 @@ def test_fp8_gemm_compiles_to_wgmma_k32(cfg, tmp_path):
 
 def test_fp8_gemm_with_a_transposed_keeps_cuda_cores(rng):
     """wgmma's fp8 form reads both operands K-major; other forms stay on the old path."""
-    from tegula.backends.cuda.passes.lower_wgmma import wgmma_ok
+    from tegula.backends.cuda.passes.lower_wgmma import wgmma_layout
     from tegula.ir.visitor import post_order_visit
 
     f = _fp8_gemm(256, 256, 256, 64, 64, 64, 2, 128)
@@ -348,8 +348,8 @@ def test_fp8_gemm_with_a_transposed_keeps_cuda_cores(rng):
     post_order_visit(f.body, lambda n: gemms.append(n) if type(n).__name__ == "Gemm" else None)
     import dataclasses
 
-    assert wgmma_ok(gemms[0], 128)
-    assert not wgmma_ok(dataclasses.replace(gemms[0], transpose_B=False), 128)
+    assert wgmma_layout(gemms[0], 128) is not None
+    assert wgmma_layout(dataclasses.replace(gemms[0], transpose_B=False), 128) is None
 
 
 @pytest.mark.gpu

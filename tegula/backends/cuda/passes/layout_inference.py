@@ -440,8 +440,8 @@ def _tma_store_tiles(kernel: Kernel, chosen: dict) -> dict:
 
 
 def wgmma_gemms(gemms: list, T: int, layout_map: dict) -> dict:
-    """The gemms that run on wgmma, with their accumulator layouts: those ``wgmma_ok`` accepts,
-    unless their accumulator is shared with a gemm it does not."""
+    """The gemms that run on wgmma, with their accumulator layouts: those ``wgmma_layout`` gives
+    a layout, unless their accumulator is shared with a gemm it does not."""
     from tegula.backends.cuda.passes.lower_wgmma import wgmma_layout
 
     # shared tiles whose layout is fixed otherwise (T.annotate_layout), accumulators likewise

@@ -2,7 +2,7 @@
 
 Taken for fp16/bf16 gemms (and fp8 e4m3/e5m2 ones with A and B K-major, ``k32``) into a float32
 fragment when the kernel was marked for wgmma (the
-``UseWgmma`` pass, sm_90a only) and :func:`wgmma_ok` holds: whole warpgroups, 64 rows of C per
+``UseWgmma`` pass, sm_90a only) and :func:`wgmma_layout` gives it a layout: whole warpgroups, 64 rows of C per
 instruction, B (and A, unless A is a fragment) a whole shared tile. The accumulator gets
 :class:`~tegula.layout.wgmma.WgmmaLayout` and the shared operands
 :class:`~tegula.layout.wgmma.WgmmaShared`, whose blocks the descriptors walk:
@@ -70,15 +70,10 @@ def _n_chunk(N: int, b_shared: WgmmaShared, mn_major: bool) -> Optional[int]:
     return None
 
 
-def wgmma_ok(g: Gemm, threads: int, pinned: frozenset = frozenset()) -> bool:
-    """True when ``g`` can run on wgmma in a block of ``threads`` threads (``pinned``: shared
-    buffers whose layout the user fixed, which a descriptor cannot follow)."""
-    return wgmma_layout(g, threads, pinned) is not None
-
-
 def wgmma_layout(g: Gemm, threads: int, pinned: frozenset = frozenset()) -> Optional[WgmmaLayout]:
     """The accumulator layout ``g`` gets on wgmma in a block of ``threads`` threads, or None when
-    wgmma cannot do it (see :func:`wgmma_ok`)."""
+    wgmma cannot do it (``pinned``: shared buffers whose layout the user fixed, which a
+    descriptor cannot follow)."""
     a, b, c = g.A.buffer, g.B.buffer, g.C.buffer
     fp8 = a.dtype.name in WGMMA_FP8 and b.dtype.name in WGMMA_FP8
     if not fp8 and (a.dtype.name not in WGMMA_INPUTS or b.dtype != a.dtype) or c.dtype != dt.float32:
