@@ -189,7 +189,7 @@ class JITFunction:
         return tensors, others
 
     def _eager_kernel(self, tensors: dict, others: dict, consts: dict,
-                      settings: Optional[dict] = None) -> JITKernel:
+                      settings: Optional[dict] = None, where: str = "__call__()") -> JITKernel:
         for n, t in tensors.items():
             if not A.is_tensor_like(t):
                 raise ArgumentError(f"argument '{n}': expected a tensor, got {type(t).__name__}")
@@ -202,7 +202,7 @@ class JITFunction:
                 return kernel
         info = {n: (tuple(int(s) for s in t.shape), str(t.dtype)) for n, t in tensors.items()}
         tr = trace_eager(self.func, others, info, consts)
-        self._check_consts(consts, tr.const_names, "__call__()")
+        self._check_consts(consts, tr.const_names, where)
         kernel = self._build(tr.func, tr.out_idx, settings or self._defaults())
         constraints = {}
         for p in tr.func.params:
@@ -281,7 +281,7 @@ class JITFunction:
             return self._compile(named, settings).get_kernel_source()
         named, consts = self._consts_apart(named)
         tensors, others = self._split((), named)
-        return self._eager_kernel(tensors, others, consts, settings).get_kernel_source()
+        return self._eager_kernel(tensors, others, consts, settings, "get_kernel_source()").get_kernel_source()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Lazy style: the kernel the factory's arguments build. Eager style: build (once per

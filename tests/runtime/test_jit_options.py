@@ -85,6 +85,14 @@ def test_unknown_keyword_names_itself_and_the_known_names():
         scale.get_tir(M=64, N=3)
 
 
+@pytest.mark.parametrize("call,where", [(lambda a: scale.get_kernel_source(a, Q=3), "get_kernel_source()"),
+                                        (lambda a: scale(a, Q=3), "__call__()")])
+def test_an_unknown_keyword_with_tensors_names_the_method_called(call, where):
+    with pytest.raises(ArgumentError) as e:
+        call(np.zeros(64, np.float32))
+    assert str(e.value).startswith(f"scale.{where}: keyword 'Q' is not a parameter of scale")
+
+
 def test_out_idx_is_for_lazy_kernels():
     with pytest.raises(ArgumentError, match="out_idx is for lazy-style kernels"):
         scale.compile(M=64, out_idx=[-1])
