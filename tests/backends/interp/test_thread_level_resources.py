@@ -46,3 +46,20 @@ def test_the_interpreters_target_carries_the_interpret_option():
     assert host["CheckResources"].options == {"arch": "sm_80", "interpret": True}
     assert str(host.target) == "cuda:sm_80"
     assert pipeline_for("cuda-emu")["CheckResources"].options == {"arch": "sm_80", "interpret": False}
+
+
+def test_the_interpreters_build_counts_no_shared_memory(monkeypatch, rng):
+    """With no limit to check, CheckResources(interpret=True) does not walk the kernel for its
+    static shared scratch either."""
+    from tegula.backends.cuda.passes import check_resources as cr
+
+    def walked(k):
+        raise AssertionError("static_smem walked a kernel the interpreter runs")
+    monkeypatch.setattr(cr, "static_smem", walked)
+    a = rng.standard_normal(N).astype(np.float32)
+    b = np.full(N, np.nan, np.float32)
+    tegula.compile(_big_shared, target="cpu")(a, b)
+    np.testing.assert_allclose(b, a[::-1].astype(np.float64) * 2 + 1, rtol=1e-6)
+    assert cr.check_resources(_big_shared, "sm_90a", interpret=True) is _big_shared
+    with pytest.raises(AssertionError, match="static_smem walked"):  # a GPU's build counts it
+        cr.check_resources(_big_shared, "sm_90a")

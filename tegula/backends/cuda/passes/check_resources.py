@@ -102,22 +102,26 @@ def check_resources(func: PrimFunc, arch: str = "sm_80", interpret: bool = False
             if k.num_threads > 1024:
                 raise ResourceError(f"this kernel asks for {k.num_threads} threads per block; CUDA allows "
                                     "at most 1024", k.span, hint="use fewer threads (T.Kernel(..., threads=...))")
-            bufs = kernel_smem(k)
-            total = k.annotations.get("smem_bytes")
-            if total is None:
-                total = sum(align(n) for *_, n in bufs)
-            static = static_smem(k)
-            total += sum(static.values())
-            if total > limit and not interpret:
-                lines = ", ".join([f"{name} {list(shape)} {d} = {n} B" for name, shape, d, n in
-                                   sorted(bufs, key=lambda x: -x[3])] +
-                                  [f"{name}'s static scratch = {n} B" for name, n in static.items()])
-                raise ResourceError(
-                    f"this kernel needs {total} bytes of shared memory per block but {arch} allows "
-                    f"{limit}: {lines}", k.span,
-                    hint="use smaller tiles (block sizes) or fewer pipeline stages (num_stages)")
+            if not interpret:
+                check_smem(k)
             if old_arch:
                 self.generic_visit(k)
+
+    def check_smem(k: Kernel) -> None:
+        bufs = kernel_smem(k)
+        total = k.annotations.get("smem_bytes")
+        if total is None:
+            total = sum(align(n) for *_, n in bufs)
+        static = static_smem(k)
+        total += sum(static.values())
+        if total > limit:
+            lines = ", ".join([f"{name} {list(shape)} {d} = {n} B" for name, shape, d, n in
+                               sorted(bufs, key=lambda x: -x[3])] +
+                              [f"{name}'s static scratch = {n} B" for name, n in static.items()])
+            raise ResourceError(
+                f"this kernel needs {total} bytes of shared memory per block but {arch} allows "
+                f"{limit}: {lines}", k.span,
+                hint="use smaller tiles (block sizes) or fewer pipeline stages (num_stages)")
 
     V().visit(func)
     return func
