@@ -67,65 +67,61 @@ def thread_variance(k: Kernel, tid: Optional[Var] = None) -> Variance:
     v = Variance({id(tid)} if tid is not None else set())
     while True:
         size = (len(v.vars), len(v.buffers))
-        _walk(k.body, False, v)
+        for s, divergent, region, _, _ in _statements(k.body, v):
+            if isinstance(s, LetStmt):
+                if v.varies(s.value):
+                    v.vars.add(id(s.var))
+            elif isinstance(s, For):
+                if v.varies(s.start):
+                    v.vars.add(id(s.var))
+            elif isinstance(s, TileOp):
+                if divergent or region or v.varies(s):
+                    for f in ("dst", "C"):
+                        r = getattr(s, f, None)
+                        if isinstance(r, BufferRegion):
+                            v._mark(r.buffer)
+            elif isinstance(s, BufferStore):
+                if divergent or region or v.varies(s.value, *s.indices):
+                    v._mark(s.buffer)
         if (len(v.vars), len(v.buffers)) == size:
             return v
 
 
-def _walk(s: Stmt, divergent: bool, v: Variance) -> None:
+def _statements(s: Stmt, v: Variance, divergent: bool = False, region: bool = False, threads: int = 0,
+                parallel: bool = False) -> Iterator[tuple]:
+    """Each statement of ``s`` but the sequences, branches and attributes around them, with what
+    governs it: ``(statement, divergent, region, threads, parallel)``: whether a branch or loop
+    bound around it depends on a value that varies in ``v``, whether it is inside a ``T.ws``
+    region, how many threads run it (a region's own count inside one) and whether it is inside a
+    ``T.Parallel`` loop. A loop comes before its body (so that what its header makes vary is
+    known there)."""
     if isinstance(s, SeqStmt):
         for x in s.stmts:
-            _walk(x, divergent, v)
-    elif isinstance(s, LetStmt):
-        if v.varies(s.value):
-            v.vars.add(id(s.var))
+            yield from _statements(x, v, divergent, region, threads, parallel)
     elif isinstance(s, For):
-        d = divergent or v.varies(s.start, s.extent)
-        if v.varies(s.start):
-            v.vars.add(id(s.var))
-        _walk(s.body, d, v)
+        yield s, divergent, region, threads, parallel
+        yield from _statements(s.body, v, divergent or v.varies(s.start, s.extent), region, threads,
+                               parallel or s.kind == "parallel")
     elif isinstance(s, While):
-        _walk(s.body, divergent or v.varies(s.cond), v)
+        yield from _statements(s.body, v, divergent or v.varies(s.cond), region, threads, parallel)
     elif isinstance(s, IfThenElse):
         d = divergent or v.varies(s.cond)
-        _walk(s.then, d, v)
+        yield from _statements(s.then, v, d, region, threads, parallel)
         if s.else_ is not None:
-            _walk(s.else_, d, v)
+            yield from _statements(s.else_, v, d, region, threads, parallel)
     elif isinstance(s, AttrStmt):
-        _walk(s.body, divergent or s.key == WARP_SPECIALIZE, v)
-    elif isinstance(s, TileOp):
-        if divergent or v.varies(s):
-            for f in ("dst", "C"):
-                r = getattr(s, f, None)
-                if isinstance(r, BufferRegion):
-                    v._mark(r.buffer)
-    elif isinstance(s, BufferStore):
-        if divergent or v.varies(s.value, *s.indices):
-            v._mark(s.buffer)
+        ws = s.key == WARP_SPECIALIZE
+        yield from _statements(s.body, v, divergent, region or ws, s.value[1] if ws else threads, parallel)
+    else:
+        yield s, divergent, region, threads, parallel
 
 
-def _block_adds(s: Stmt, divergent: bool, v: Variance, threads: int) -> Iterator[tuple]:
+def _block_adds(k: Kernel, v: Variance) -> Iterator[tuple]:
     """The element-form ``T.atomic_add`` statements of block-level code that every one of more
     than one thread makes with the same index and value, each with that number of threads."""
-    if isinstance(s, SeqStmt):
-        for x in s.stmts:
-            yield from _block_adds(x, divergent, v, threads)
-    elif isinstance(s, For):
-        if s.kind != "parallel":
-            yield from _block_adds(s.body, divergent or v.varies(s.start, s.extent), v, threads)
-    elif isinstance(s, While):
-        yield from _block_adds(s.body, divergent or v.varies(s.cond), v, threads)
-    elif isinstance(s, IfThenElse):
-        d = divergent or v.varies(s.cond)
-        yield from _block_adds(s.then, d, v, threads)
-        if s.else_ is not None:
-            yield from _block_adds(s.else_, d, v, threads)
-    elif isinstance(s, AttrStmt):
-        if s.key == WARP_SPECIALIZE:
-            threads = s.value[1]
-        yield from _block_adds(s.body, divergent, v, threads)
-    elif isinstance(s, Atomic) and s.kind == "add" and isinstance(s.value, Expr) and threads > 1:
-        if not divergent and not v.varies(s):
+    for s, divergent, _, threads, parallel in _statements(k.body, v, threads=k.num_threads):
+        if isinstance(s, Atomic) and s.kind == "add" and isinstance(s.value, Expr) and threads > 1 \
+                and not parallel and not divergent and not v.varies(s):
             yield s, threads
 
 
@@ -137,7 +133,7 @@ def warn_uniform_adds(func: PrimFunc) -> None:
         if not isinstance(k, Kernel):
             continue
         var = thread_variance(k, k.thread_var)
-        for s, threads in _block_adds(k.body, False, var, k.num_threads):
+        for s, threads in _block_adds(k, var):
             msg = render(
                 f"T.atomic_add outside T.Parallel is made by every thread of the block, so this "
                 f"adds the same value {threads} times (once per thread, as in TileLang)",

@@ -1,7 +1,9 @@
 """Block-level code (outside T.Parallel and tile operations) runs in every thread of the block, as
 in TileLang: an element atomic there is made by every thread, each with its own value, and a store
 whose index or value differs between threads is made by each thread. The same on every target."""
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -106,3 +108,24 @@ def test_one_thread_blocks_do_not_warn(rng):
         warnings.simplefilter("error", SemanticsWarning)
         tegula.compile(uniform_add(1), target="cpu")(x, y)
     np.testing.assert_allclose(y, x.astype(np.float64) + 1, rtol=1e-6)
+
+
+def test_a_region_adds_once_per_thread_of_its_own_and_a_parallel_add_once():
+    """In a ``T.ws`` region the add is made by the region's threads; inside ``T.Parallel`` once."""
+    from tegula.transform.thread_variance import warn_uniform_adds
+
+    @T.prim_func
+    def k(X: T.Tensor((B,), "float32"), Y: T.Tensor((B,), "float32")):
+        with T.Kernel(B, threads=256) as bx:
+            with T.ws(1):
+                T.atomic_add(Y[bx], X[bx])
+            for i in T.Parallel(1):
+                T.atomic_add(Y[bx + i], X[bx])
+            T.atomic_add(Y[bx], 2.0 * X[bx])
+
+    with pytest.warns(SemanticsWarning) as rec:
+        warn_uniform_adds(k)
+    got = sorted((r.lineno, int(re.search(r"adds the same value (\d+) times", str(r.message)).group(1))) for r in rec)
+    lines = Path(__file__).read_text().splitlines()
+    at = [i + 1 for i, t in enumerate(lines) if t.strip() in ("T.atomic_add(Y[bx], X[bx])", "T.atomic_add(Y[bx], 2.0 * X[bx])")]
+    assert got == [(at[-2], 128), (at[-1], 256)]
