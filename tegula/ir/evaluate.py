@@ -6,11 +6,17 @@ their dtype, division truncates or floors as the operator says. Integer operator
 spelling means the same on Python ints (``+``, ``//``, ``<``, ...) are written inline, wrapped
 where they can leave the dtype's range; the others call the row's fold. Launches evaluate dynamic
 grids with it, so it stays cheap. :func:`evaluate` is the one-shot form.
+
+:func:`array_fn` compiles integer index arithmetic into a function over numpy arrays (every
+thread index, every iteration of a loop nest at once), by the same rows' numpy functions.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
+from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir import ops
 
@@ -103,3 +109,48 @@ def evaluate(e: Any, values: Mapping[E.Var, Any]) -> Any:
     except KeyError as err:
         name = err.args[0].name if err.args and isinstance(err.args[0], E.Var) else "a variable"
         raise HostEvalError(f"'{name}' has no value") from None
+
+
+def array_fn(e: Any, var: Callable[[E.Var], Callable[[Any], Any]], wide: bool = False) -> Callable[[Any], Any]:
+    """Integer and bool index arithmetic ``e`` as a function of an environment of numpy arrays,
+    each operator by its row's numpy function in its operands' dtype (integers wrap as on the
+    device), ``min`` / ``max`` included; ``var(v)`` gives the function reading variable ``v``
+    from the environment. ``wide``: integers in int64 and casts dropped (layout expressions,
+    drawn for any index without wrapping). Raises :class:`HostEvalError` for a node it does not
+    compute (a load, a builtin, a cast to or from a float)."""
+    def index_dtype(d: dt.DType) -> dt.DType:
+        return (dt.bool_ if d.is_bool else dt.int64) if wide else d
+
+    def fn(e: Any) -> Callable[[Any], Any]:
+        if isinstance(e, (int, np.integer)) and not isinstance(e, bool):
+            v = np.asarray(e, dtype=np.int64)
+            return lambda env: v
+        if isinstance(e, E.Const):
+            v = np.asarray(e.value, dtype=np.int64 if wide else e.dtype.np)
+            return lambda env: v
+        if isinstance(e, E.Var):
+            return var(e)
+        if isinstance(e, (E.BinOp, E.Compare)):
+            row = (ops.BINARY if isinstance(e, E.BinOp) else ops.COMPARE)[e.op]
+            # wide: a BinOp in its result's kind (bool for logical and / or), a Compare in its operands'
+            f, fa, fb = ops.np_fn(row, index_dtype(e.dtype if isinstance(e, E.BinOp) and wide else e.a.dtype)), \
+                fn(e.a), fn(e.b)
+            return lambda env: f(fa(env), fb(env))
+        if isinstance(e, E.UnaryOp):
+            f, fa = ops.np_fn(ops.UNARY[e.op], index_dtype(e.dtype if wide else e.a.dtype)), fn(e.a)
+            return lambda env: f(fa(env))
+        if isinstance(e, E.Call) and e.name in ("min", "max"):
+            f = ops.np_fn(ops.INTRINSICS[e.name], index_dtype(e.args[0].dtype))
+            fa, fb = fn(e.args[0]), fn(e.args[1])
+            return lambda env: f(fa(env), fb(env))
+        if isinstance(e, E.Cast) and wide:
+            return fn(e.value)
+        if isinstance(e, E.Cast) and not e.to.is_float and not e.value.dtype.is_float:
+            fa, to = fn(e.value), e.to.np
+            return lambda env: np.asarray(fa(env)).astype(to)
+        if isinstance(e, E.Select):
+            fc, ft, ff = fn(e.cond), fn(e.then), fn(e.else_)
+            return lambda env: np.where(fc(env), ft(env), ff(env))
+        raise HostEvalError(f"cannot evaluate {type(e).__name__} '{e}' on index arrays")
+
+    return fn(e)

@@ -21,9 +21,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from tegula.errors import ArgumentError, ConfigError
-from tegula.ir import dtype as dt
 from tegula.ir import expr as E
-from tegula.ir import ops
+from tegula.ir.evaluate import HostEvalError, array_fn
 
 _FORMATS = ("png", "svg", "pdf")
 
@@ -40,29 +39,14 @@ def _matplotlib() -> Any:
 
 # -- evaluating layout expressions on whole numpy arrays at once ----------------------------
 
-def _index_dtype(e: Any) -> Any:
-    return dt.bool_ if e.dtype.is_bool else dt.int64
-
-
 def evaluate(e: Any, env: dict) -> np.ndarray:
-    """An integer index expression evaluated with numpy arrays bound to its variables."""
-    if isinstance(e, (int, np.integer)):
-        return np.asarray(e, dtype=np.int64)
-    if isinstance(e, E.Const):
-        return np.asarray(e.value, dtype=np.int64)
-    if isinstance(e, E.Var):
-        return env[e]
-    if isinstance(e, E.BinOp):  # in int64, by the operator table
-        return ops.np_fn(ops.BINARY[e.op], _index_dtype(e))(evaluate(e.a, env), evaluate(e.b, env))
-    if isinstance(e, E.Compare):
-        return ops.np_fn(ops.COMPARE[e.op], _index_dtype(e.a))(evaluate(e.a, env), evaluate(e.b, env))
-    if isinstance(e, E.UnaryOp):
-        return ops.np_fn(ops.UNARY[e.op], _index_dtype(e))(evaluate(e.a, env))
-    if isinstance(e, E.Select):
-        return np.where(evaluate(e.cond, env), evaluate(e.then, env), evaluate(e.else_, env))
-    if isinstance(e, E.Cast):
-        return evaluate(e.value, env)
-    raise ArgumentError(f"cannot evaluate {type(e).__name__} '{e}' in a layout expression")
+    """An integer index expression evaluated with numpy arrays bound to its variables (in int64,
+    casts dropped: :func:`tegula.ir.evaluate.array_fn`)."""
+    try:
+        f = array_fn(e, lambda v: lambda env: env[v], wide=True)
+    except HostEvalError:
+        raise ArgumentError(f"cannot evaluate {type(e).__name__} '{e}' in a layout expression") from None
+    return f(env)
 
 
 # -- what to draw -----------------------------------------------------------------------------

@@ -80,6 +80,25 @@ def test_operand_dtypes_are_checked():
         E.Var("p", dt.bool_) + E.Var("q", dt.bool_)
 
 
+def test_index_arrays_evaluate_in_their_dtype_or_wide():
+    """``array_fn``: index arithmetic over numpy arrays (the barrier pass's proofs keep dtypes and
+    wrap as the device does; layout plots compute in int64), and a node it cannot compute raises."""
+    from tegula.ir.evaluate import HostEvalError, array_fn
+
+    m = E.Var("m", dt.int32)
+    read = lambda v: lambda env: env[v]  # noqa: E731
+    xs = np.array([1, 2**30, 7], np.int32)
+    e = T.min(m * 2, T.int32(100)) + T.truncdiv(m, -2)
+    got = array_fn(e, read)({m: xs})
+    # 2**30: m * 2 wraps to -2**31, and -2**31 - 2**29 wraps again
+    assert got.dtype == np.int32 and got.tolist() == [2 + 0, 2**32 - 2**31 - 2**29, 14 - 3]
+    wide = array_fn(m * 2 + T.Cast("int16", m), read, wide=True)({m: xs})
+    assert wide.dtype == np.int64 and wide.tolist() == [3, 3 * 2**30, 21]
+    assert array_fn(T.if_then_else(m > 3, m, 3), read)({m: xs}).tolist() == [3, 2**30, 7]
+    with pytest.raises(HostEvalError):
+        array_fn(T.Cast("float32", m) * 2.0, read)
+
+
 def test_host_evaluation_wraps_like_the_device():
     m = E.Var("m", dt.int32)
     assert evaluate(m * 2, {m: 2**30}) == -(2**31)

@@ -28,8 +28,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tegula.ir import ops
-from tegula.ir.expr import BinOp, Call, Cast, Compare, Const, Expr, Select, UnaryOp, Var
+from tegula.ir.evaluate import HostEvalError, array_fn
+from tegula.ir.expr import Const, Expr, Var
 from tegula.ir.linear import linear
 from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt, Stmt
 from tegula.ir.visitor import collect_vars, substitute
@@ -162,26 +162,7 @@ def _split(e: Expr, enumerated: set) -> tuple:
 
 def _np(e: Any) -> Any:
     """``e`` as a function of the env of enumerated values (integer index arithmetic only)."""
-    if isinstance(e, Const):
-        v = np.asarray(e.value, dtype=e.dtype.np)
-        return lambda env: v
-    if isinstance(e, Var):
-        return lambda env: env[id(e)]
-    if isinstance(e, (BinOp, Compare)):
-        row = (ops.BINARY if isinstance(e, BinOp) else ops.COMPARE)[e.op]
-        fn, fa, fb = ops.np_fn(row, e.a.dtype), _np(e.a), _np(e.b)
-        return lambda env: fn(fa(env), fb(env))
-    if isinstance(e, UnaryOp):
-        fn, fa = ops.np_fn(ops.UNARY[e.op], e.a.dtype), _np(e.a)
-        return lambda env: fn(fa(env))
-    if isinstance(e, Call) and e.name in ("min", "max"):
-        fn = ops.np_fn(ops.INTRINSICS[e.name], e.args[0].dtype)
-        fa, fb = _np(e.args[0]), _np(e.args[1])
-        return lambda env: fn(fa(env), fb(env))
-    if isinstance(e, Cast) and not e.to.is_float and not e.value.dtype.is_float:
-        fa, to = _np(e.value), e.to.np
-        return lambda env: np.asarray(fa(env)).astype(to)
-    if isinstance(e, Select):
-        fc, ft, ff = _np(e.cond), _np(e.then), _np(e.else_)
-        return lambda env: np.where(fc(env), ft(env), ff(env))
-    raise _Unproven
+    try:
+        return array_fn(e, lambda v: lambda env, k=id(v): env[k])
+    except HostEvalError:
+        raise _Unproven from None
