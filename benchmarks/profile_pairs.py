@@ -6,7 +6,7 @@ range ``prof`` so that a profiler can pick that launch alone; its CUDA source is
 
 CASE: attn128, attn128c (flash attention fwd d128, 4x16x4096, causal), attn64, attn128-tma,
 attn128c-tma and attn128c-ws (tegula's two forms of the softmax overlap), gemm16 (fp16
-4096^3, 128x256x64, 3 stages, 256 threads), or a case of bench_corpus.py (mla_decode, gemv, ...).
+4096^3, 128x256x64, 3 stages, 256 threads), gemm16-8192 (the same at 8192^3), or a case of bench_corpus.py (mla_decode, gemv, ...).
 ``benchmarks/run_profile_device.sh`` runs it for a list of cases on the GPU.
 """
 from __future__ import annotations
@@ -48,8 +48,8 @@ def hopper_case(case: str, fw: str):
     if fw == "tilelang":
         import tilelang
 
-    if case == "gemm16":
-        n = 4096
+    if case in ("gemm16", "gemm16-8192"):
+        n = 8192 if case == "gemm16-8192" else 4096
         a = torch.randn(n, n, device="cuda", dtype=torch.float16)
         b = torch.randn(n, n, device="cuda", dtype=torch.float16)
         cfg = (128, 256, 64, 3, 256)
@@ -97,7 +97,7 @@ def corpus_case(case: str, fw: str):
 def main() -> None:
     case, fw, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     out.mkdir(parents=True, exist_ok=True)
-    if case in HOPPER or case == "gemm16":
+    if case in HOPPER or case.startswith("gemm16"):
         k, ins, ref = hopper_case(case, fw)
         run = lambda: k(*ins)  # noqa: E731
     else:
