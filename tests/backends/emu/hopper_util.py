@@ -36,6 +36,11 @@ KERNELS: dict[str, Callable[[], Any]] = {
                                                                         threads=256),
     # the accumulator staged through shared memory and stored by TMA (tegula.tma_store)
     "gemm_tma_store": lambda: ex("gemm").matmul.get_tir(128, 256, 128, 128, 128, 32, 2, 256),
+    # a persistent grid: 2 blocks of 3 tiles (3 x 2 tiles of 128x128), the ring of 3 stages
+    # running on across tiles of 3 k-tiles, the staged tile stored by TMA once per tile (with
+    # no more k-tiles than stages no ring barrier orders the next tile's staging writes after
+    # the store's reads: only the barrier after the store's wait does)
+    "gemm_persistent": lambda: ex("gemm").matmul.get_tir(256, 384, 96, 128, 128, 32, 3, 256),
 }
 
 
@@ -46,7 +51,9 @@ NO_WS = {"tl.disable_warp_specialized": True, "tegula.tma_store": False}
 CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": False},
            "flash_attention_overlap": {**NO_WS, "tegula.softmax_overlap": True},
            "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True},
-           "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True}}
+           "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True},
+           "gemm_persistent": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,
+                               "tegula.persistent": 2}}
 
 
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:

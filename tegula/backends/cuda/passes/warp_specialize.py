@@ -71,6 +71,7 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, let_values, pipeline_parts,
                                                          restaged_annotations, serial_annotations, staged_tiles)
+from tegula.backends.cuda.passes.persistent_tiles import as_persistent, check_option, persistent_blocks, tile_loop
 from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, one_block_per_sm, overlap_loop
 from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
 from tegula.backends.cuda.passes.tma_pipeline import _one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
@@ -193,7 +194,7 @@ def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bo
 
 
 def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0,
-                softmax: Optional[bool] = None) -> Optional[Kernel]:
+                softmax: Optional[bool] = None, persistent: Optional[int] = None) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
         return None
@@ -237,7 +238,12 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
         return _split_attention(k, loop, tx, S, att, mb, new_allocs, lets, before, after)
     bars = Buffer(f"{loop.var.name}_bars", (2 * S,), dt.uint64, "shared", span=loop.span)
     kv, n, start = loop.var, loop.extent, loop.start
-    it = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
+    local = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
+    # persistent (loops of gemms only): the ring runs on across the block's tiles, iteration
+    # t * n + k of tile t
+    blocks = persistent_blocks(k, persistent) if _gemm_loop(consumers) else 0
+    t = Var(f"{kv.name}_t")
+    it = t * n + local if blocks else local
     stage = it % S
     parity = (it // S) % 2
     loads = [Copy(p.src, _Restage(mb, stage).visit(p.dst),
@@ -262,10 +268,13 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
         # stage is free. The last k-tile runs after the loop and waits for everything, so the
         # accumulators are complete in straight-line code before the epilogue reads them (ptxas
         # scheduled the reads of a drain after the loop ahead of its wait_group 0)
-        free_prev = IfThenElse(E.compare("gt", it, 0),
+        free_prev = IfThenElse(E.compare("gt", local, 0),
                                call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + (it + S - 1) % S)))
-        # (it frees no stage: the producer has issued its last load already)
-        last = substitute(seq(*consume(0, seq())), {kv: start + n - 1})
+        # it frees no stage where the producer has issued its last load already; a persistent
+        # block's producer goes on to the next tile: both stages still held are freed
+        free_last = seq(free_prev, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))) \
+            if blocks else seq()
+        last = substitute(seq(*consume(0, free_last)), {kv: start + n - 1})
         nonempty = E.compare("gt", n, 0)
         if isinstance(nonempty, E.Const):
             last = last if nonempty.value else seq()
@@ -276,7 +285,13 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
         compute = [role_loop(consume(0, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))))]
 
     inits = [(bars, E.const(s), WARPGROUP) for s in range(S)] + [(bars, E.const(S + s), T) for s in range(S)]
-    return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after])
+    if not blocks:
+        return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after])
+    pid = Var("pid")
+    split = _split(k, loop, tx, new_allocs, (bars,), inits, [],
+                   tile_loop(k, pid, t, blocks, lets, [role_loop(produce)]),
+                   [tile_loop(k, pid, t, blocks, lets, [*before, *compute, *after])])
+    return as_persistent(split, pid, blocks)
 
 
 def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: list, lets: list, produce: Stmt,
@@ -341,20 +356,23 @@ def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict
 
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
                     overlap: Optional[bool] = None, min_blocks: Optional[int] = None,
-                    softmax: Optional[bool] = None) -> PrimFunc:
+                    softmax: Optional[bool] = None, persistent: Any = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
     consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
     ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
     measured rule of :func:`_wanted`; ``overlap``: ``tegula.wgmma_overlap``; ``min_blocks``:
     ``tegula.min_blocks_per_sm``, above 1 the pass leaves the kernel, as it does a kernel
     annotated with ``T.annotate_min_blocks_per_sm``; ``softmax``: ``tegula.softmax_overlap``,
-    whether an attention loop split runs the softmax overlap's schedule)."""
+    whether an attention loop split runs the softmax overlap's schedule; ``persistent``:
+    ``tegula.persistent``, a split loop of gemms runs on a persistent grid of that many blocks
+    (True: one per SM), :mod:`.persistent_tiles`). Raises ConfigError for a bad ``persistent``."""
+    blocks = check_option(persistent)
     if tma_off:
         return func
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax)
+            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks)
             return k if got is None else got
 
     return M().visit(func)
