@@ -4,7 +4,10 @@ when importable, TileLang built from the same example source, in one process on 
     python benchmarks/bench_hopper.py [--out results.json] [--quick] [--only gemm,attention,compile]
 
 Every tegula and TileLang result is checked against torch (relative error) before it is timed;
-inputs are fresh random numbers. Timing is the median of triton.testing.do_bench (CUDA events).
+inputs are fresh random numbers. Timing is the median of triton.testing.do_bench (CUDA events),
+one kernel after the other; ``--rounds N`` adds, for the GEMMs, N interleaved rounds of every
+label's best kernel beside cuBLAS (each round times each once; the median is the ``_rounds``
+column, the first timing stays in its own).
 Ratios are peer time / tegula time: above 1, tegula is faster.
 """
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import datetime
 import json
 import os
+import statistics
 import sys
 import time
 import traceback
@@ -54,6 +58,8 @@ TMA_NO_ORDER = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True, PassConfigKey.T
 WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
 # the accumulator stored from registers (TmaStores' fragment form off: the default before it)
 NO_TMA_STORE = {PassConfigKey.TEGULA_TMA_STORE: False}
+# warp-specialized GEMMs on a persistent grid of one block per SM (WarpSpecialize, persistent_tiles.py)
+PERSISTENT = {PassConfigKey.TEGULA_PERSISTENT: True}
 
 
 def tilelang_example(name: str):
@@ -105,9 +111,12 @@ def gemm_section(args):
             t_cublas = bench(lambda: a @ b)
             flops = 2 * M * N * K
             row = {"dtype": dtype, "shape": f"{M}x{N}x{K}", "cublas_tflops": flops / t_cublas / 1e9}
+            chosen: dict = {}  # label -> its best kernel, for the interleaved rounds
             cfgs = wg_configs if M > 64 else [(64, 128, 64, 4, 128), (64, 256, 64, 3, 128)]
             for label, configs, build in (
                 ("wgmma", cfgs, lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1], target="cuda")),
+                ("persistent", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
+                                                                   out_idx=[-1], target="cuda", pass_configs=PERSISTENT)),
                 ("no_tma_store", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
                                                                      out_idx=[-1], target="cuda",
                                                                      pass_configs=NO_TMA_STORE)),
@@ -127,7 +136,8 @@ def gemm_section(args):
                 ("tilelang", tl_configs if M > 64 else [(64, 128, 64, 3, 128)],
                  lambda c: tl_ex.matmul(M, N, K, *c, dtype=dtype)),
             ):
-                if label == "tilelang" and tl_ex is None or label in args.skip:
+                if label == "tilelang" and tl_ex is None or label in args.skip or \
+                        (label in EXTRA and label not in args.extra):
                     continue
                 best = None
                 for c in configs:
@@ -139,11 +149,15 @@ def gemm_section(args):
                     t = bench(lambda: k(a, b))
                     print(f"  {label:9s} {dtype} {M}x{N}x{K} {c}: {flops / t / 1e9:7.1f} TFLOP/s err {err:.2e}")
                     if err < 1e-2 and (best is None or t < best[0]):
-                        best = (t, c, err)
+                        best = (t, c, err, k)
                 if best:
                     row[f"{label}_tflops"] = flops / best[0] / 1e9
                     row[f"{label}_config"] = "x".join(map(str, best[1]))
                     row[f"{label}_err"] = best[2]
+                    chosen[label] = best[3]
+            if args.rounds:
+                _rounds(row, args.rounds, flops, {"cublas": lambda: a @ b,
+                                                  **{lb: (lambda k=k: k(a, b)) for lb, k in chosen.items()}})
             w = row.get("wgmma_tflops")
             if w:
                 row["wgmma_vs_cublas"] = w / row["cublas_tflops"]
@@ -157,22 +171,40 @@ def gemm_section(args):
                     row["wgmma_vs_ws_plain"] = w / row["ws_plain_tflops"]
                 if row.get("no_tma_store_tflops"):
                     row["wgmma_vs_no_tma_store"] = w / row["no_tma_store_tflops"]
+                if row.get("persistent_tflops"):
+                    row["persistent_vs_wgmma"] = row["persistent_tflops"] / w
             rows.append(row)
             print(row)
     table("GEMM (TFLOP/s)", rows, ["dtype", "shape", "cublas_tflops", "tilelang_tflops", "mma_sync_tflops",
                                    "wgmma_cpasync_tflops", "no_ws_tflops", "ws_plain_tflops", "wgmma_tflops", "wgmma_config",
                                    "no_tma_store_tflops", "no_tma_store_config",
                                    "wgmma_overlap_tflops",
-                                   "wgmma_overlap_config", "wgmma_vs_cublas",
-                                   "wgmma_vs_tilelang"])
+                                   "wgmma_overlap_config", "persistent_tflops", "persistent_config",
+                                   "wgmma_vs_cublas", "wgmma_vs_tilelang"])
+    if args.rounds:
+        table(f"GEMM, interleaved rounds (median of {args.rounds}; TFLOP/s)", rows,
+              ["dtype", "shape"] + [f"{lb}_rounds_tflops" for lb in ("cublas", "tilelang", "wgmma", "persistent",
+                                                                      "no_tma_store", "no_ws", "ws_plain")])
     return rows
+
+
+def _rounds(row: dict, rounds: int, flops: float, fns: dict) -> None:
+    """Time every kernel of ``fns`` once per round, ``rounds`` times (drifts of the GPU's clocks and
+    power reach all of them alike); the median and every round's TFLOP/s go into ``row``."""
+    times: dict = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(bench(fn))
+    for name, ts in times.items():
+        row[f"{name}_rounds_tflops"] = flops / statistics.median(ts) / 1e9
+        row[f"{name}_rounds"] = [round(flops / t / 1e9, 1) for t in ts]
 
 
 # labels about the block order, its combinations and the overlap's split form, timed on causal shapes only
 CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
 # labels timed only when --extra names them (the rest of the four combinations of the softmax
-# overlap and the block order, measured on 2026-12-01: BENCHMARKS.md)
-EXTRA = ("no_overlap", "tma_no_order")
+# overlap and the block order, and the GEMM on a persistent grid, measured on 2026-12-01: BENCHMARKS.md)
+EXTRA = ("no_overlap", "tma_no_order", "persistent")
 
 
 def attention_section(args):
@@ -386,6 +418,8 @@ def main() -> None:
     p.add_argument("--skip", default="", help="labels left out, e.g. mma_sync,wgmma_cpasync")
     p.add_argument("--extra", default="", help="labels timed only on request: " + ",".join(EXTRA))
     p.add_argument("--configs", type=int, default=0, help="try only the first N configurations")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="GEMM: then time each label's best kernel and cuBLAS in N interleaved rounds (median)")
     p.add_argument("--attn-seq", default="4096", help="attention sequence lengths (16384: batch 1)")
     p.add_argument("--fp8-panels", default="", help="FP8: RasterBlocks strip widths to try beside the default")
     p.add_argument("--attn-configs", default="", help="attention configurations, e.g. 128x128x2x256,128x128x3x256")
