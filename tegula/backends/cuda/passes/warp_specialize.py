@@ -31,6 +31,11 @@ committed (``wait_group 1``), after which k-tile ``k - 1`` has retired and its s
 (``empty[(k - 1) % S]``, from the second iteration on); the last k-tile runs after the loop with
 ``wait_group 0``, before anything reads the accumulators.
 
+With ``tegula.persistent`` (off by default) a split loop of gemms over a static grid of more
+tiles than blocks runs on a persistent grid (:mod:`.persistent_tiles`): each role loops over the
+block's tiles, the ring's iteration counting on across them, and the last k-tile frees both
+stages it holds, since the producer goes on to the next tile.
+
 Before/after (S = 2, 256 threads; the kernel gets 384)::
 
     T.clear(C)                              bars = T.alloc_barrier([128, 128, 256, 256])  # full, empty
