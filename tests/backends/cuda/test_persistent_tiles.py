@@ -124,6 +124,16 @@ def test_persistent_grid_is_off_by_default_and_taken_where_the_grid_is_more_than
     # a loop WarpSpecialize leaves (128x128 tiles of 128 threads), and the sm_80 path: unchanged
     corpus = _gemm(4096, 4096, 1024, 128, 128, 32, 3, 128)
     assert PERSISTENT not in lower(corpus, SM90, _pc(True)).script()
+    # attention split by WarpSpecialize keeps one block per query tile
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
+    try:
+        import flash_attention as fa
+    finally:
+        sys.path.pop(0)
+    for causal in (False, True):
+        attn = fa.flash_attention(2, 16, 2048, 128, causal, 1, 128, 128, 2, 256)  # 16 x 32 blocks
+        s = lower(attn, SM90, _pc(True, **{PassConfigKey.TEGULA_WARP_SPECIALIZE: True})).script()
+        assert "# warp_specialize" in s and PERSISTENT not in s
     assert PERSISTENT not in lower(big, Target("cuda", "sm_80"), _pc(True)).script()
 
 
