@@ -27,6 +27,9 @@ TEGULA_POISON_OUTPUTS  ``1`` to fill outputs the runtime allocates with NaN (int
                        kernel runs, so elements it never writes show (tests turn it on)
 TEGULA_BLAS_THREADS    threads numpy's BLAS may use while the interpreter or the emulator runs a kernel
                        (default ``1``: their products are tile-sized; ``0`` leaves BLAS as it is)
+TEGULA_INTERP_BATCH    how many blocks of a launch the interpreter may run side by side (default ``64``;
+                       ``1`` runs every launch one block after another): see
+                       :mod:`tegula.backends.interp.batch` for when it does
 TEGULA_CONFORMANCE     the TileLang conformance corpus the tests run a CPU subset of (default: the
                        first ``.conformance`` or ``shared/conformance`` in the project's root or a
                        folder above it: :func:`conformance_root`)
@@ -64,6 +67,7 @@ class Settings:
     poison_outputs: bool = False
     conformance_dir: Optional[str] = None
     blas_threads: int = 1
+    interp_batch: int = 64
     pto_isa_root: Optional[str] = None
     pto_cxx: Optional[str] = None
 
@@ -107,6 +111,12 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Settings:
             raise ConfigError(f"TEGULA_BLAS_THREADS must be a whole number, got {raw!r}",
                               hint="1 (the default) for tile-sized products, 0 to leave BLAS as it is")
         kw["blas_threads"] = int(raw)
+    if env.get("TEGULA_INTERP_BATCH", "").strip():
+        raw = env["TEGULA_INTERP_BATCH"].strip()
+        if not raw.isdecimal() or int(raw) < 1:
+            raise ConfigError(f"TEGULA_INTERP_BATCH must be a whole number of at least 1, got {raw!r}",
+                              hint="64 (the default) runs up to 64 blocks side by side, 1 one block at a time")
+        kw["interp_batch"] = int(raw)
     if env.get("PTO_ISA_ROOT"):
         kw["pto_isa_root"] = os.path.expanduser(env["PTO_ISA_ROOT"])
     if env.get("TEGULA_PTO_CXX"):

@@ -64,7 +64,7 @@ from tegula.errors import ArgumentError
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import PrimFunc
-from tegula.backends.interp import atomics, exprs, parallel, stmts, tileops  # noqa: F401 (rules)
+from tegula.backends.interp import atomics, batch_tileops, exprs, parallel, stmts, tileops  # noqa: F401 (rules)
 from tegula.backends import blas
 from tegula.backends.closure import StmtFn, compile_stmt, np_scalar
 from tegula.backends.interp.context import Ctx

@@ -47,6 +47,7 @@ class Ctx:
     lane_vars: dict = field(default_factory=dict)   # id(local.var buffer) -> its per-lane slot
     threads: int = 1                                # threads of the block that runs the code
     memo: Optional[Memo] = field(default_factory=lambda: new_memo(fixed_lanes))  # kept subexpressions
+    batch: Any = None                               # a BatchInfo when blocks run side by side
 
     def slot(self, node: Any) -> int:
         """The env slot of a var or buffer, allocating one the first time."""
@@ -60,7 +61,7 @@ class Ctx:
         """A copy sharing the slot tables, with some fields changed."""
         c = Ctx(self.slots, self.buffers, dict(self.par_vars), set(self.vec_vars),
                 self.in_parallel, self.ndim, self.depth, self.masked, self.loop_ok, self.flags,
-                self.lane_vars, self.threads, self.memo)
+                self.lane_vars, self.threads, self.memo, self.batch)
         for k, v in changes.items():
             setattr(c, k, v)
         return c

@@ -186,6 +186,8 @@ def vector_store(node: Any, ctx: Ctx, idx: list[CExpr], value: CExpr) -> Callabl
     fns = [c.fn for c in idx]
     fv = value.fn
     n = len(fns)
+    if ctx.batch is not None and node.buffer.is_global:
+        return _recorded_store(node, ctx, bs, fns, fv)
 
     def fancy(env: list, v: Any) -> None:
         a = env[bs]
@@ -220,4 +222,28 @@ def vector_store(node: Any, ctx: Ctx, idx: list[CExpr], value: CExpr) -> Callabl
             except ValueError:
                 pass  # lanes collide on one element (a race): fall back, last lane wins
         fancy(env, v)
+    return store
+
+
+def _recorded_store(node: Any, ctx: Ctx, bs: int, fns: list, fv: Any) -> Callable[[list], None]:
+    """A store into global memory while blocks run side by side (:mod:`.batch`): all active
+    lanes at once, recording which block wrote which element."""
+    n = len(fns)
+    size = ctx.batch.size
+    wslot = ctx.batch.writes
+    block = np.arange(size).reshape((size,) + (1,) * (ctx.ndim - 1))
+
+    def store(env: list) -> None:
+        a = env[bs]
+        mask = env[MASK]
+        parts = [f(env) for f in fns] + [fv(env), block] + ([mask] if mask is not None else [])
+        arrs = np.broadcast_arrays(*parts)
+        ix, val, blk = arrs[:n], arrs[n], arrs[n + 1]
+        if mask is not None:
+            m = arrs[n + 2]
+            ix = [x[m] for x in ix]
+            val, blk = val[m], blk[m]
+        ix = _check_lanes(node, ix, a.shape, None)
+        a[tuple(ix)] = val
+        env[wslot].append((bs, np.ravel_multi_index(tuple(ix), a.shape), blk))
     return store

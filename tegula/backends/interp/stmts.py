@@ -12,10 +12,12 @@ import numpy as np
 
 from tegula.errors import KernelSyntaxError, ScopeError, UnsupportedError
 from tegula.ir.visitor import post_order_visit
-from tegula.ir.stmt import Break, BufferStore, Continue, For, IfThenElse, Kernel, SeqStmt, Stmt, While
+from tegula.ir.stmt import (AttrStmt, Break, BufferStore, Continue, For, IfThenElse, Kernel, SeqStmt,
+                            Stmt, While)
 from tegula.backends.closure import (JUMPS, MASK, StmtFn, iteration,
                                      compile_expr, compile_stmt, jump, np_scalar, poison,
                                      uniform_if, uniform_while)
+from tegula.backends.interp.batch import BLOCKS, Plan, unbatched_global_store
 from tegula.backends.interp.context import Ctx, ParVar, dim_value, stmt_rule
 from tegula.backends.interp.exprs import out_of_bounds
 
@@ -39,7 +41,7 @@ def _par_depth(s: Any) -> int:
         return max((_par_depth(x) for x in s.stmts), default=0)
     if isinstance(s, IfThenElse):
         return max(_par_depth(s.then), _par_depth(s.else_) if s.else_ is not None else 0)
-    if isinstance(s, While):
+    if isinstance(s, (While, AttrStmt)):
         return _par_depth(s.body)
     return 0
 
@@ -266,6 +268,8 @@ def _store(s: BufferStore, ctx: Ctx) -> StmtFn:
         from tegula.backends.interp.parallel import vector_store
 
         return vector_store(s, ctx, idx, val)
+    if ctx.batch is not None and s.buffer.is_global:
+        raise unbatched_global_store(s)
     bs = ctx.slot(s.buffer)
     fns = [i.fn for i in idx]
     fv = val.fn
@@ -322,16 +326,25 @@ def _kernel(s: Kernel, ctx: Ctx) -> StmtFn:
     body = compile_stmt(s.body, ctx.child(in_parallel=False, loop_ok=False, masked=False,
                                           flags={}, threads=s.num_threads))
 
+    plan = Plan.of(s, ctx, allocs)
+
+    def run_block(env: list, bidx: tuple) -> None:
+        for slot, t, v in zip(bslots, btypes, bidx):
+            env[slot] = t(v)
+        env[block_slot] = bidx
+        for slot, shape, npd, fill in allocs:
+            a = np.empty([f(env) for f in shape], npd)
+            a.fill(fill(env))
+            env[slot] = a
+        body(env)
+
     def launch(env: list) -> None:
         env[MASK] = None
         dims = [g(env) for g in grid]
+        if plan is not None:
+            plan.launch(env, dims, run_block)
+            return
+        BLOCKS["single"] += int(np.prod(dims))
         for bidx in itertools.product(*(range(d) for d in dims)):
-            for slot, t, v in zip(bslots, btypes, bidx):
-                env[slot] = t(v)
-            env[block_slot] = bidx
-            for slot, shape, npd, fill in allocs:
-                a = np.empty([f(env) for f in shape], npd)
-                a.fill(fill(env))
-                env[slot] = a
-            body(env)
+            run_block(env, bidx)
     return launch

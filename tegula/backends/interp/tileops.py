@@ -22,6 +22,17 @@ from tegula.backends.interp.context import Ctx
 from tegula.backends.interp.stmts import BLOCK_INDEX
 
 
+# batched rules of the tile operations (:mod:`.batch_tileops`), used while blocks run side by side
+BATCHED: dict = {}
+
+
+def _batched(s: Any, ctx: Ctx) -> StmtFn:
+    rule = BATCHED.get(type(s))
+    if rule is None or ctx.depth > 1:
+        raise ScopeError(f"{s.op_name} cannot run for blocks side by side here", s.span)
+    return rule(s, ctx)
+
+
 class Region:
     """A compiled :class:`BufferRegion`: resolves its starts/extents and reads or writes tiles."""
 
@@ -139,6 +150,8 @@ def _convert(tile: np.ndarray, dst: np.ndarray) -> np.ndarray:
 
 @tile_rule(Copy, "cpu")
 def _copy(s: Copy, ctx: Ctx) -> StmtFn:
+    if ctx.batch is not None:
+        return _batched(s, ctx)
     _not_in_parallel(s, ctx, "T.copy")
     src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
     sd, dd = s.src.buffer.dtype, s.dst.buffer.dtype
@@ -165,6 +178,8 @@ def _as2d(x: np.ndarray, node: Any, what: str) -> np.ndarray:
 
 @tile_rule(Gemm, "cpu")
 def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
+    if ctx.batch is not None:
+        return _batched(s, ctx)
     _not_in_parallel(s, ctx, "T.gemm")
     ra, rb, rc = Region(s.A, ctx, s), Region(s.B, ctx, s), Region(s.C, ctx, s)
     cd = s.C.buffer.dtype
@@ -231,6 +246,8 @@ def _acc_dtype(d: Any) -> np.dtype:
 
 @tile_rule(Reduce, "cpu")
 def _reduce(s: Reduce, ctx: Ctx) -> StmtFn:
+    if ctx.batch is not None:
+        return _batched(s, ctx)
     _not_in_parallel(s, ctx, f"T.reduce_{s.kind}")
     src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
     dim = s.dim + src.ndim if s.dim < 0 else s.dim
@@ -256,6 +273,8 @@ def _reduce(s: Reduce, ctx: Ctx) -> StmtFn:
 
 @tile_rule(CumSum, "cpu")
 def _cumsum(s: CumSum, ctx: Ctx) -> StmtFn:
+    if ctx.batch is not None:
+        return _batched(s, ctx)
     _not_in_parallel(s, ctx, s.op_name)
     src, dst = Region(s.src, ctx, s), Region(s.dst, ctx, s)
     dim = s.dim + src.ndim if s.dim < 0 else s.dim
@@ -277,6 +296,8 @@ def _cumsum(s: CumSum, ctx: Ctx) -> StmtFn:
 
 @tile_rule(Fill, "cpu")
 def _fill(s: Fill, ctx: Ctx) -> StmtFn:
+    if ctx.batch is not None:
+        return _batched(s, ctx)
     _not_in_parallel(s, ctx, "T.fill")
     dst = Region(s.dst, ctx, s)
     ce = compile_expr(s.value, ctx)
