@@ -8,13 +8,15 @@ thread-level kernel, which target cpu runs as the emulator does), an im2col conv
 (64x64x128 NHWC input, 3x3, 128 filters: 64 blocks x 36 k-steps of ``T.im2col`` + copy + gemm,
 the tiling of the corpus's convolution) and a warp-specialized GEMM (``T.ws`` producer and
 consumer warpgroups handing one tile back and forth on two mbarriers; thread-level).
-``--no-keep`` compiles without kept subexpressions (``tegula/backends/memo.py``) to compare.
+``--no-keep`` compiles without kept subexpressions (``tegula/backends/memo.py``) to compare;
+``--batch 1`` runs every launch one block after another (``tegula/backends/interp/batch.py``:
+by default up to 64 blocks run side by side where the rule allows).
 
 Runs on one core (BLAS threads pinned to 1 unless already set). Prints the first run (which
 includes compiling the IR to closures) and the median of the following runs, and checks the
 results against float64 numpy.
 
-    python benchmarks/interp_bench.py [--repeat 3] [--clock cpu] [--only NAME] [--no-keep]
+    python benchmarks/interp_bench.py [--repeat 3] [--clock cpu] [--only NAME] [--no-keep] [--batch N]
 """
 
 import os
@@ -173,7 +175,16 @@ def main() -> None:
     ap.add_argument("--only", default="", help="run only the kernels whose name contains this")
     ap.add_argument("--no-keep", action="store_true",
                     help="compile without kept subexpressions (tegula/backends/memo.py)")
+    ap.add_argument("--batch", type=int, default=0,
+                    help="at most this many blocks side by side (1: one after another; default: the setting)")
     args = ap.parse_args()
+    from tegula import config
+
+    with config.override(**({"interp_batch": args.batch} if args.batch else {})):
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     if args.no_keep:
         from tegula.backends import memo
 

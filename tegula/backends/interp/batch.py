@@ -6,7 +6,10 @@ Blocks run one after another in launch order (the interpreter's definition). Run
 them side by side, statement by statement, gives the same memory when no block can see what
 another block of the batch did. The rule, checked before a launch (:func:`refusal`):
 
-1. the kernel makes no atomics and no ``T.print`` (their order across blocks shows);
+1. it makes no ``T.print``, and atomics only into global buffers that it neither reads nor
+   stores into, one kind (add, max or min) per buffer: a batch's atomics are applied when the
+   batch ends, block after block in launch order, each block's in the order it made them, so
+   every element sees the same sequence of updates as block by block;
 2. no global buffer it writes is also read by it (no block reads another block's writes; and a
    batch can be run again block by block from the same memory);
 3. it binds no ``T.make_tensor`` and stores into no ``T.alloc_var`` inside a ``T.Parallel`` loop;
@@ -65,6 +68,7 @@ class BatchInfo:
     size: int
     stacked: frozenset   # ids of the buffers with a leading batch dimension
     writes: int          # env slot: list of (buffer slot, flat indices, block of each)
+    atomics: int         # env slot: list of (buffer slot, kind, flat indices, values, blocks)
 
 
 # the statements the batched form has rules for (others, an NPU scope say, run block by block)
@@ -77,6 +81,7 @@ def refusal(k: Kernel) -> Optional[str]:
     or None when they may run side by side."""
     reads: set = set()
     writes: set = set()
+    kinds: dict = {}   # atomic destination -> its atomics' kinds
     why: list = []
 
     def region_read(r: Any) -> None:
@@ -91,7 +96,11 @@ def refusal(k: Kernel) -> Optional[str]:
         if isinstance(n, Stmt) and not isinstance(n, _KNOWN):
             why.append(f"it holds a {type(n).__name__}")
         elif isinstance(n, Atomic):
-            why.append("it makes atomics")
+            if not n.dst.buffer.is_global:
+                why.append(f"it makes atomics into '{n.dst.buffer.name}', not global memory")
+            kinds.setdefault(n.dst.buffer, set()).add(n.kind)
+            if isinstance(n.value, BufferRegion):
+                region_read(n.value)
         elif isinstance(n, Print):
             why.append("it prints")
         elif isinstance(n, LetStmt) and getattr(n.var, "buffer", None) is not None:
@@ -124,9 +133,14 @@ def refusal(k: Kernel) -> Optional[str]:
     post_order_visit(k.body, visit)
     if why:
         return why[0]
-    both = sorted(b.name for b in reads & writes)
+    both = sorted(b.name for b in reads & (writes | set(kinds)))
     if both:
         return f"it reads global buffer '{both[0]}', which it writes"
+    for b, ks in kinds.items():
+        if b in writes:
+            return f"it stores into '{b.name}', which it updates atomically"
+        if len(ks) > 1:
+            return f"it makes atomics of {len(ks)} kinds into '{b.name}'"
     return None
 
 
@@ -163,20 +177,25 @@ def stacked_buffers(k: Kernel, size: int) -> dict:
             for b in k.allocs if not b.is_var}
 
 
-def batched_body(k: Kernel, size: int, first: Var, stacked: dict, lane: Var) -> For:
+def batched_body(k: Kernel, size: int, first: Var, stacked: dict, lane: Var, align: int) -> For:
     """``k.body`` for ``size`` blocks side by side: one ``T.Parallel`` loop over ``lane``, the
     block indices computed from ``first + lane`` in launch order (the last grid dimension
-    fastest), the ``stacked`` buffers indexed by ``lane`` first."""
+    fastest), the ``stacked`` buffers indexed by ``lane`` first. Batches start at multiples of
+    ``align``: a block index that cannot change inside such a batch (its grid dimension is 1, or
+    the dimensions after it hold a multiple of ``align`` blocks) is computed from ``first``
+    alone, one value for the batch, as block by block."""
     body = _Stack(stacked, lane).visit(k.body)
-    linear = first + lane
     lets = []
-    inner: Any = None   # product of the grid dimensions after the current one
+    inner: Any = 1   # product of the grid dimensions after the current one
     for n, (v, g) in enumerate(reversed(list(zip(k.block_vars, k.grid)))):
-        idx = linear if inner is None else linear // inner
+        fixed = (isinstance(g, int) and g == 1) or (isinstance(inner, int) and inner % align == 0)
+        idx = first if fixed else first + lane
+        if not (isinstance(inner, int) and inner == 1):
+            idx = idx // inner
         if n < len(k.block_vars) - 1:
             idx = idx % g
         lets.append(LetStmt(v, idx if idx.dtype == v.dtype else E.cast(v.dtype, idx)))
-        inner = g if inner is None else inner * g
+        inner = g * inner if not (isinstance(inner, int) and inner == 1) else g
     stmts = tuple(reversed(lets)) + (body.stmts if isinstance(body, SeqStmt) else (body,))
     return For(lane, E.const(0), size, SeqStmt(stmts), "parallel", span=k.span)
 
@@ -236,6 +255,28 @@ def disjoint(records: list, size: int) -> bool:
     return True
 
 
+_UFUNCS = {"add": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def apply_atomics(env: list, records: list) -> None:
+    """Make a batch's atomics: per buffer, block after block (stable: each block's updates in
+    the order it made them), one update per entry as ``ufunc.at`` does."""
+    by_buf: dict = {}
+    for slot, kind, flat, vals, blocks in records:
+        by_buf.setdefault((slot, kind), []).append((flat, vals, blocks))
+    for (slot, kind), parts in by_buf.items():
+        a = env[slot]
+        flat = np.concatenate([np.ravel(f) for f, _, _ in parts])
+        vals = np.concatenate([np.ravel(v) for _, v, _ in parts])
+        blocks = np.concatenate([np.ravel(b) for _, _, b in parts])
+        # a stable sort of small integers is a radix sort
+        order = np.argsort(blocks.astype(np.uint8 if blocks.max() < 256 else np.uint16), kind="stable")
+        if a.flags.c_contiguous:
+            _UFUNCS[kind].at(a.reshape(-1), flat[order], vals[order])
+        else:
+            _UFUNCS[kind].at(a, np.unravel_index(flat[order], a.shape), vals[order])
+
+
 class Plan:
     """How one ``Kernel`` launch runs its blocks: side by side where :func:`refusal` allows and
     the batched body compiles, else (and for any batch that failed a check) one by one."""
@@ -247,8 +288,10 @@ class Plan:
         self.first = Var("batch_first")
         self.lane = Var("batch_lane")
         self.first_slot = ctx.slot(self.first)
-        self.writes_slot = ctx.slot(object.__new__(_WritesKey))
-        self.progs: dict = {}   # batch size -> (body, stacked allocs) or None
+        self._keys = (_WritesKey(), _WritesKey())  # kept alive: slots are keyed by id
+        self.writes_slot = ctx.slot(self._keys[0])
+        self.atomics_slot = ctx.slot(self._keys[1])
+        self.progs: dict = {}   # (blocks, alignment of batches) -> (body, stacked allocs) or None
         per = 0
         for b in k.allocs:
             if not b.is_var:
@@ -265,26 +308,28 @@ class Plan:
     def size(self) -> int:
         return min(config.settings.interp_batch, self.max_size)
 
-    def _compiled(self, n: int) -> Any:
-        if n in self.progs:
-            return self.progs[n]
+    def _compiled(self, n: int, align: int) -> Any:
+        if (n, align) in self.progs:
+            return self.progs[n, align]
         stacked = stacked_buffers(self.kernel, n)
-        info = BatchInfo(self.lane, n, frozenset(id(b) for b in stacked.values()), self.writes_slot)
+        info = BatchInfo(self.lane, n, frozenset(id(b) for b in stacked.values()), self.writes_slot,
+                         self.atomics_slot)
         ctx = self.ctx.child(in_parallel=False, loop_ok=False, masked=False, flags={},
                              threads=self.kernel.num_threads, batch=info,
                              memo=new_memo(self.ctx.memo.lane_sig) if self.ctx.memo else None)
         try:
-            body = compile_stmt(batched_body(self.kernel, n, self.first, stacked, self.lane), ctx)
+            loop = batched_body(self.kernel, n, self.first, stacked, self.lane, align)
+            body = compile_stmt(loop, ctx)
         except Exception:  # noqa: BLE001 (what the batched form cannot do runs block by block)
-            self.progs[n] = None
+            self.progs[n, align] = None
             return None
         allocs = []
         for old, b in stacked.items():
             slot = ctx.slot(b)
             shape = [dim_value(d, ctx) for d in b.shape]
             allocs.append((slot, shape, b.dtype.np, poison(old.dtype)))
-        self.progs[n] = (body, allocs)
-        return self.progs[n]
+        self.progs[n, align] = (body, allocs)
+        return self.progs[n, align]
 
     def launch(self, env: list, dims: list, run_block: Callable[[list, tuple], None]) -> None:
         """Run every block of the grid ``dims``, in batches where allowed."""
@@ -301,7 +346,7 @@ class Plan:
         first = 0
         while first < total:
             chunk = list(itertools.islice(blocks, size))
-            prog = self._compiled(len(chunk))
+            prog = self._compiled(len(chunk), size)
             if prog is not None and self._run(env, prog, first, len(chunk)):
                 BLOCKS["batched"] += len(chunk)
             else:
@@ -316,6 +361,7 @@ class Plan:
             env.extend([None] * (self.ctx.slots.size - len(env)))
         env[self.first_slot] = np_scalar(self.first.dtype, first)
         env[self.writes_slot] = []
+        env[self.atomics_slot] = []
         for slot, shape, npd, fill in allocs:
             a = np.empty([f(env) for f in shape], npd)
             a.fill(fill)
@@ -332,7 +378,9 @@ class Plan:
         finally:
             env[MASK] = None
         ok = disjoint(env[self.writes_slot], n)
-        env[self.writes_slot] = None
+        if ok:
+            apply_atomics(env, env[self.atomics_slot])
+        env[self.writes_slot] = env[self.atomics_slot] = None
         return ok
 
 

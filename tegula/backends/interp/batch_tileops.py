@@ -18,7 +18,7 @@ from tegula.ir import ops
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.combiners import COMBINERS
 from tegula.ir.expr import Const
-from tegula.ir.stmt import Copy, CumSum, Fill, Gemm, Reduce
+from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
 from tegula.backends.closure import F32, StmtFn, compile_expr, is_narrow
 from tegula.backends.interp.batch import block_mask, per_block
 from tegula.backends.interp.context import Ctx
@@ -205,8 +205,14 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
         if not any_:
             return
         c = rc.view(env)
-        a = ops.widen(_as3d(ra.read(env), s, "A"), comp, copy=False)
-        b = ops.widen(_as3d(rb.read(env), s, "B"), comp, copy=False)
+        a, b = _as3d(ra.read(env), s, "A"), _as3d(rb.read(env), s, "B")
+        if m is not None and m.all():
+            m = None
+        if m is not None:  # the products of active blocks only
+            m = np.flatnonzero(m)
+            a, b = a[m], b[m]
+        a = ops.widen(a, comp, copy=False)
+        b = ops.widen(b, comp, copy=False)
         if ta:
             a = a.transpose(0, 2, 1)
         if tb:
@@ -215,6 +221,8 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
             raise ShapeError(f"T.gemm: op(A) is {a.shape[1:]} but op(B) is {b.shape[1:]}", s.span)
         p = a @ b
         c3 = _as3d(c, s, "C")
+        if m is not None:  # active blocks only: their accumulators, written back below
+            c3 = c3[m]
         if c3.shape != p.shape:
             raise ShapeError(f"T.gemm: C is {c3.shape[1:]} but op(A) @ op(B) is {p.shape[1:]}",
                              s.span)
@@ -233,11 +241,10 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
             r = p if clear else p + c3
         else:
             r = (p if clear else p + c3.astype(comp)).astype(c.dtype)
-        r = r.reshape(c.shape)
         if m is None:
-            c[...] = r
+            c[...] = r.reshape(c.shape)
         else:
-            np.copyto(c, r, casting="unsafe", where=m.reshape((size,) + (1,) * (c.ndim - 1)))
+            c[m] = r.reshape((len(m),) + c.shape[1:])
     return gemm
 
 
@@ -312,4 +319,55 @@ def _fill(s: Fill, ctx: Ctx) -> StmtFn:
     return fill
 
 
-BATCHED.update({Copy: _copy, Gemm: _gemm, Reduce: _reduce, CumSum: _cumsum, Fill: _fill})
+def _atomic(s: Atomic, ctx: Ctx) -> StmtFn:
+    """Recorded, not made: the batch's atomics are made when it ends (``batch.apply_atomics``)."""
+    dst = BatchRegion(s.dst, ctx, s)
+    kind = s.kind
+    size = ctx.batch.size
+    slot = ctx.batch.atomics
+    if isinstance(s.value, BufferRegion):
+        val = BatchRegion(s.value, ctx, s)
+        times = 1
+
+        def value(env: list, want: tuple) -> np.ndarray:
+            t = val.read(env)
+            if t.size != _prod(want):
+                raise ShapeError(f"T.atomic_{kind}: value tile {t.shape[1:]} does not match "
+                                 f"destination extents {want[1:]}", s.span)
+            return t.reshape(want)
+    else:
+        fv = compile_expr(s.value, ctx).fn
+        # block-level code runs in every thread: each makes the update (max / min: once is the same)
+        times = ctx.threads if kind == "add" else 1
+
+        def value(env: list, want: tuple) -> np.ndarray:
+            v = per_block(fv(env), size).reshape((size,) + (1,) * (len(want) - 1))
+            return np.broadcast_to(v, want)
+
+    def atomic(env: list) -> None:
+        m, any_ = _active(env, size)
+        if not any_:
+            return
+        a, st, ex = dst.resolve(env)
+        want = (size,) + tuple(ex)
+        v = value(env, want)
+        ix, valid = dst._index(a, st, ex)
+        sel = valid
+        if m is not None:
+            mk = m.reshape((size,) + (1,) * dst.nd)
+            sel = mk if sel is None else sel & mk
+        ix = [np.broadcast_to(x, want) for x in ix]
+        blocks = np.broadcast_to(np.arange(size).reshape((size,) + (1,) * dst.nd), want)
+        if sel is not None:
+            sel = np.broadcast_to(sel, want)
+            ix, v, blocks = [x[sel] for x in ix], v[sel], blocks[sel]
+        flat = np.ravel_multi_index(tuple(ix), a.shape).ravel()
+        v, blocks = np.ravel(v).astype(a.dtype), np.ravel(blocks)
+        if times > 1:  # each element's updates one after another, block by block
+            flat, v, blocks = (np.repeat(x, times) for x in (flat, v, blocks))
+        env[slot].append((dst.bslot, kind, flat, v, blocks))
+    return atomic
+
+
+BATCHED.update({Copy: _copy, Gemm: _gemm, Reduce: _reduce, CumSum: _cumsum, Fill: _fill,
+                Atomic: _atomic})

@@ -160,6 +160,17 @@ def _check_lanes(node: Any, ix: list, shape: tuple, mask: Any) -> list:
     return out
 
 
+def gather(a: np.ndarray, ix: list) -> Any:
+    """``a[tuple(ix)]`` for in-bounds index arrays; of a C-contiguous array of two or more
+    dimensions, as one flat ``take`` (faster than numpy's indexing by several arrays)."""
+    if len(ix) < 2 or not a.flags.c_contiguous:
+        return a[tuple(ix)]
+    flat = np.asarray(ix[0]).astype(np.intp)
+    for x, n in zip(ix[1:], a.shape[1:]):
+        flat = flat * n + x
+    return a.reshape(-1).take(flat)
+
+
 def vector_load(node: Any, ctx: Ctx, idx: list[CExpr]) -> Callable[[list], Any]:
     """Closure loading ``node`` (a BufferLoad with lane-varying indices) for all lanes."""
     bs = ctx.slot(node.buffer)
@@ -168,7 +179,7 @@ def vector_load(node: Any, ctx: Ctx, idx: list[CExpr]) -> Callable[[list], Any]:
     def fancy(env: list) -> Any:
         a = env[bs]
         ix = _check_lanes(node, [f(env) for f in fns], a.shape, env[MASK])
-        return a[tuple(ix)]
+        return gather(a, ix)
 
     view = _view_plan(node, idx, ctx)
     if view is None:

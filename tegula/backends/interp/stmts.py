@@ -50,7 +50,11 @@ def _par_depth(s: Any) -> int:
 def _for(s: For, ctx: Ctx) -> StmtFn:
     if s.kind == "parallel":
         return _parallel_for(s, ctx)
-    start = _scalar(s.start, ctx, "a loop start", s)
+    start_c = compile_expr(s.start, ctx)
+    start = start_c.fn
+    if start_c.vec:  # a loop that starts at a different value in each lane
+        return _lane_extent_for(s, ctx, start, dim_value(s.extent, ctx) if isinstance(s.extent, int)
+                                else compile_expr(s.extent, ctx).fn, vec_start=True)
     if not isinstance(s.extent, int):
         ext_c = compile_expr(s.extent, ctx)
         if ext_c.vec:
@@ -83,23 +87,31 @@ def _for(s: For, ctx: Ctx) -> StmtFn:
     return loop
 
 
-def _lane_extent_for(s: For, ctx: Ctx, start: Any, extent: Any) -> StmtFn:
-    """A serial loop inside a parallel body whose trip count differs per lane: run up to the
-    largest count, with lanes past their own count masked off."""
+def _lane_extent_for(s: For, ctx: Ctx, start: Any, extent: Any, vec_start: bool = False) -> StmtFn:
+    """A serial loop inside a parallel body whose trip count (or start, ``vec_start``) differs
+    per lane: run up to the largest count, with lanes past their own count masked off."""
     slot = ctx.slot(s.var)
     step = s.step
     npt = s.var.dtype.np
     inner = ctx.child(masked=True, loop_ok=False, flags={})
-    inner.vec_vars.discard(id(s.var))
+    if vec_start:
+        inner.vec_vars.add(id(s.var))
+    else:
+        inner.vec_vars.discard(id(s.var))
     inner.par_vars.pop(id(s.var), None)
     body = compile_stmt(s.body, inner)
 
     def loop(env: list) -> None:
-        b = int(start(env))
         ext = extent(env)
         old = env[MASK]
         n = int(np.max(ext)) if np.size(ext) else 0
-        for t, v in enumerate(np.arange(b, b + n * step, step, dtype=npt)):
+        if vec_start:
+            b = np.asarray(start(env))
+            values: Any = (np.asarray(b + t * step).astype(npt) for t in range(n))
+        else:
+            b = int(start(env))
+            values = np.arange(b, b + n * step, step, dtype=npt)
+        for t, v in enumerate(values):
             live = ext > t
             env[MASK] = live if old is None else old & live
             env[slot] = v

@@ -336,6 +336,8 @@ def _atomic_apply(kind: str, seg: np.ndarray, v: Any) -> None:
 
 @tile_rule(Atomic, "cpu")
 def _atomic(s: Atomic, ctx: Ctx) -> StmtFn:
+    if ctx.batch is not None:
+        return _batched(s, ctx)
     if ctx.in_parallel:
         from tegula.backends.interp.atomics import lane_atomic
 

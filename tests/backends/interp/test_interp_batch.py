@@ -135,7 +135,34 @@ def _refused(func, args: list) -> list:
     return got
 
 
-def test_atomics_run_block_by_block() -> None:
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_atomics_from_blocks_side_by_side_in_launch_order(dtype: str) -> None:
+    # every block adds into rows its neighbours add into too, from a loop whose start and count
+    # differ per block; and a block-level element add (made once per thread)
+    R, bm = 12, 4
+
+    @T.prim_func
+    def k(X: T.Tensor((R * bm, 8), dtype), Out: T.Tensor((R * bm, 8), dtype),
+          Cnt: T.Tensor((2,), "float32")):
+        with T.Kernel(R, threads=32) as bx:
+            x = T.alloc_fragment((bm, 8), dtype)
+            T.copy(X[bx * bm, 0], x)
+            for r in T.serial(bx // 3, bx // 3 + bx % 4):
+                T.atomic_add(Out[r * bm:(r + 1) * bm, :], x)
+            T.atomic_add(Cnt[bx % 2], bx * 0.25)
+
+    x = rand((R * bm, 8), dtype)
+    out = check(k, [x, np.zeros((R * bm, 8), dtype), np.zeros(2, np.float32)], sizes=(64, 5))
+    ref = np.zeros((R * bm, 8))
+    for b in range(R):
+        for r in range(b // 3, b // 3 + b % 4):
+            ref[r * bm:(r + 1) * bm] += x[b * bm:(b + 1) * bm].astype(np.float64)
+    np.testing.assert_allclose(out[1].astype(np.float64), ref, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(out[2], [32 * 0.25 * sum(range(0, R, 2)),
+                                        32 * 0.25 * sum(range(1, R, 2))], rtol=1e-6)
+
+
+def test_atomics_per_lane_run_block_by_block() -> None:
     @T.prim_func
     def k(X: T.Tensor((64,), "float32"), Out: T.Tensor((1,), "float32")):
         with T.Kernel(8, threads=32) as bx:
@@ -145,10 +172,25 @@ def test_atomics_run_block_by_block() -> None:
                 T.atomic_add(Out[0], x[i])
 
     x = rand((64,))
-    assert batch.refusal(k.body if isinstance(k.body, tegula.ir.stmt.Kernel) else k.body.stmts[0]) \
-        == "it makes atomics"
     got = _refused(k, [x, np.zeros(1, np.float32)])
     np.testing.assert_allclose(got[1][0], x.astype(np.float64).sum(), rtol=1e-5)
+
+
+def test_rule_refuses_atomics_into_what_the_kernel_reads() -> None:
+    @T.prim_func
+    def k(Out: T.Tensor((8,), "float32")):
+        with T.Kernel(8, threads=32) as bx:
+            T.atomic_add(Out[(bx + 1) % 8], Out[bx])
+
+    assert batch.refusal(k.body) == "it reads global buffer 'Out', which it writes"
+    o = rand((8,))
+    got = _refused(k, [o])
+    ref = o.copy()
+    for b in range(8):
+        v = ref[b]
+        for _ in range(32):  # block-level code: every thread of the block makes the add
+            ref[(b + 1) % 8] = ref[(b + 1) % 8] + v
+    assert same_bits(got[0], ref)
 
 
 def test_reading_what_the_kernel_writes_runs_block_by_block() -> None:
