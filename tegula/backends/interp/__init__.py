@@ -10,7 +10,9 @@ Semantics
 - **Arguments** follow ``func.params``: numpy arrays for buffers (written in place) and Python
   scalars for scalar vars. Vars in parameter shapes (dynamic dims) bind from the arrays' shapes.
 - **Kernel**: the body runs once per block, for every block index of the grid, one block after
-  another (so atomics are exact). ``threads`` plays no part, except that an element atomic outside
+  another (so atomics are exact). Where that cannot change the result, up to
+  ``config.settings.interp_batch`` blocks run side by side along a leading batch axis, with the
+  same memory afterwards bit for bit and the same errors (:mod:`.batch` states the rule). ``threads`` plays no part, except that an element atomic outside
   ``T.Parallel`` is made once per thread of the block (every thread runs block-level code, as in
   TileLang). Allocated buffers are fresh per block: shared / fragment / local memory starts as poison (NaN for floats, ``-0x5A5A5A5A``
   clipped to the range for signed ints, the maximum for unsigned ints, True for bool), so

@@ -22,7 +22,8 @@ from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
 from tegula.backends.closure import F32, StmtFn, compile_expr, is_narrow
 from tegula.backends.interp.batch import block_mask, per_block
 from tegula.backends.interp.context import Ctx
-from tegula.backends.interp.tileops import BATCHED, _acc_dtype, _clip, _prod, _reduce_tile
+from tegula.backends.interp.tileops import (BATCHED, _acc_dtype, _clip, _prod, _reduce_tile,
+                                            accumulated)
 
 
 class BatchRegion:
@@ -226,21 +227,10 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
         if c3.shape != p.shape:
             raise ShapeError(f"T.gemm: C is {c3.shape[1:]} but op(A) @ op(B) is {p.shape[1:]}",
                              s.span)
-        if cd.is_int:
-            p = p.astype(np.int64)
-            if not clear:
-                p += c3.astype(np.int64)
-            r = p.astype(c.dtype)
-        elif c.dtype == comp:
-            if m is None and (c3 is c or np.may_share_memory(c3, c)):
-                if clear:
-                    c3[...] = p
-                else:
-                    c3 += p
-                return
-            r = p if clear else p + c3
-        else:
-            r = (p if clear else p + c3.astype(comp)).astype(c.dtype)
+        r = accumulated(p, c3, c.dtype, comp, clear,
+                        m is None and (c3 is c or np.may_share_memory(c3, c)))
+        if r is None:
+            return
         if m is None:
             c[...] = r.reshape(c.shape)
         else:

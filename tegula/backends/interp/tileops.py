@@ -208,23 +208,31 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
         c2 = _as2d(c, s, "C")
         if c2.shape != p.shape:
             raise ShapeError(f"T.gemm: C is {c2.shape} but op(A) @ op(B) is {p.shape}", s.span)
-        if cd.is_int:
-            p = p.astype(np.int64)
-            if not clear:
-                p += c2.astype(np.int64)
-            r = p.astype(c.dtype)  # wraps like the device's integer accumulator
-        elif c.dtype == comp:
-            if c2 is c or np.may_share_memory(c2, c):
-                if clear:
-                    c2[...] = p
-                else:
-                    c2 += p
-                return
-            r = p if clear else p + c2
-        else:
-            r = (p if clear else p + c2.astype(comp)).astype(c.dtype)
-        c[...] = r.reshape(c.shape)
+        r = accumulated(p, c2, c.dtype, comp, clear, c2 is c or np.may_share_memory(c2, c))
+        if r is not None:
+            c[...] = r.reshape(c.shape)
     return gemm
+
+
+def accumulated(p: np.ndarray, acc: np.ndarray, out: np.dtype, comp: np.dtype, clear: bool,
+                in_place: bool) -> Optional[np.ndarray]:
+    """A gemm's new accumulator (dtype ``out``) from the product ``p`` (dtype ``comp``) and the
+    old values ``acc``; None when it was written into ``acc`` (``in_place``: ``acc`` is the
+    accumulator's memory and already of dtype ``comp``)."""
+    if out.kind in "iu":
+        p = p.astype(np.int64)
+        if not clear:
+            p += acc.astype(np.int64)
+        return p.astype(out)  # wraps like the device's integer accumulator
+    if acc.dtype == comp:
+        if in_place:
+            if clear:
+                acc[...] = p
+            else:
+                acc += p
+            return None
+        return p if clear else p + acc
+    return (p if clear else p + acc.astype(comp)).astype(out)
 
 
 def _reduce_tile(c: Combiner, x: np.ndarray, ax: int, acc: np.dtype, dtype: Any) -> np.ndarray:
@@ -367,9 +375,20 @@ def _atomic(s: Atomic, ctx: Ctx) -> StmtFn:
         k, _ = _clip(a.shape, st, ex)
         if k is not None:
             v = fv(env)
+            seg = a[k]
+            if times > 1 and seg.size == 1 and seg.dtype.type in _NATIVE:
+                # one element updated by every thread, one update after another (ufunc.at
+                # rounds after each, as a float16 add through float32 does)
+                np.add.at(seg.reshape(-1), np.zeros(times, np.intp),
+                          np.full(times, np.asarray(v).astype(seg.dtype)))
+                return
             for _ in range(times):
-                _atomic_apply(kind, a[k], v)
+                _atomic_apply(kind, seg, v)
     return atomic
+
+
+_NATIVE = (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+           np.uint8, np.uint16, np.uint32, np.uint64)
 
 
 @tile_rule(Print, "cpu")

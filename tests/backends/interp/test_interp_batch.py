@@ -260,3 +260,21 @@ def test_batched_cpu_agrees_with_cuda_emu() -> None:
     emu(a, b, c)
     np.testing.assert_allclose(got[2].astype(np.float64), c.astype(np.float64), rtol=2e-3, atol=2e-2)
     assert math.isfinite(float(np.abs(got[2].astype(np.float64)).max()))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int32"])
+def test_block_level_element_add_once_per_thread(dtype: str) -> None:
+    # every thread of the block makes the add (as in TileLang): one rounding after each
+    @T.prim_func
+    def k(V: T.Tensor((4,), dtype), Out: T.Tensor((2,), dtype)):
+        with T.Kernel(4, threads=128) as bx:
+            T.atomic_add(Out[bx % 2], V[bx])
+
+    v = (rand((4,)) * 3).astype(dtype)
+    out = check(k, [v, np.zeros(2, dtype)], sizes=(64,))
+    ref = np.zeros(2, dtype)
+    for b in range(4):
+        for _ in range(128):
+            ref[b % 2] = (ref[b % 2].astype(np.float32) + np.float32(v[b])).astype(dtype) \
+                if dtype == "float16" else ref[b % 2] + v[b]
+    assert same_bits(out[1], ref)
