@@ -291,6 +291,7 @@ class Plan:
         self._keys = (_WritesKey(), _WritesKey())  # kept alive: slots are keyed by id
         self.writes_slot = ctx.slot(self._keys[0])
         self.atomics_slot = ctx.slot(self._keys[1])
+        self.failed = False     # a batch failed: blocks run one by one from then on
         self.progs: dict = {}   # (blocks, alignment of batches) -> (body, stacked allocs) or None
         per = 0
         for b in k.allocs:
@@ -346,10 +347,13 @@ class Plan:
         first = 0
         while first < total:
             chunk = list(itertools.islice(blocks, size))
-            prog = self._compiled(len(chunk), size)
+            prog = None if self.failed else self._compiled(len(chunk), size)
             if prog is not None and self._run(env, prog, first, len(chunk)):
                 BLOCKS["batched"] += len(chunk)
             else:
+                # a batch that failed a check runs again block by block, and so does the rest
+                # of the launch and later launches (the check would most likely fail again)
+                self.failed = prog is not None or self.failed
                 BLOCKS["single"] += len(chunk)
                 for bidx in chunk:
                     run_block(env, bidx)

@@ -196,6 +196,8 @@ def _as3d(x: np.ndarray, node: Any, what: str) -> np.ndarray:
 
 def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
     ra, rb, rc = BatchRegion(s.A, ctx, s), BatchRegion(s.B, ctx, s), BatchRegion(s.C, ctx, s)
+    if not rc.stacked or rc.vec:
+        raise UnsupportedError("a gemm accumulator outside a block's own tile", s.span)
     cd = s.C.buffer.dtype
     ta, tb, clear = s.transpose_A, s.transpose_B, s.clear_accum
     comp = np.dtype(np.float64) if cd.is_int or cd.bits == 64 else F32
