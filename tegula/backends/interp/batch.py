@@ -55,8 +55,11 @@ from tegula.backends.memo import new_memo
 # blocks run side by side / one by one since the process started (tests and benchmarks read it)
 BLOCKS = {"batched": 0, "single": 0}
 
-# bytes of stacked shared / fragment / local memory a batch may hold
-_BUDGET = 16 << 20
+# bytes of stacked shared / fragment / local memory a batch may hold, and the fewest blocks worth
+# a batch: side by side pays where a block's numpy calls are small (their fixed cost dominates);
+# blocks of large tiles are already compute-bound, and run one after another
+_BUDGET = 2 << 20
+_MIN_BATCH = 8
 
 
 @dataclass
@@ -307,7 +310,9 @@ class Plan:
         return None if refusal(k) is not None else Plan(k, ctx, allocs)
 
     def size(self) -> int:
-        return min(config.settings.interp_batch, self.max_size)
+        """Blocks per batch (1: one after another)."""
+        n = min(config.settings.interp_batch, self.max_size)
+        return n if n >= min(_MIN_BATCH, config.settings.interp_batch) else 1
 
     def _compiled(self, n: int, align: int) -> Any:
         if (n, align) in self.progs:
