@@ -390,13 +390,23 @@ def _int_range(d: DType) -> tuple[int, int]:
 
 
 _BYTE_TABLES: dict = {}
+_HALF_TABLE: list = []   # float32 of each of the 65536 float16 codes, once built
+_HALF_TILE = 1 << 16     # tiles up to this many elements widen from float16 through it
 
 
 def widen(x: Any, to: Any = F32, copy: bool = True) -> Any:
     """``x.astype(to, copy=copy)``; for arrays of a one-byte float (fp8, packed fp4) by a table of the 256
-    codes, which ml_dtypes would convert one element at a time (ten times slower). The table holds
-    ml_dtypes' own conversion of each code, so the result is the same, bit for bit."""
+    codes, which ml_dtypes would convert one element at a time (ten times slower), and for
+    tile-sized float16 arrays to float32 by a table of the 65536 codes (a third faster than
+    numpy's conversion at 16K elements). The tables hold numpy's and ml_dtypes' own conversion of
+    each code, so the result is the same, bit for bit."""
     d = x.dtype
+    if d == np.float16 and type(x) is np.ndarray and 0 < x.size <= _HALF_TILE and x.ndim and \
+            np.dtype(to) == F32 and _row_major(x.strides):  # astype then gives C order too
+        if not _HALF_TABLE:
+            _HALF_TABLE.append(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+                               .view(np.float16).astype(F32))
+        return _HALF_TABLE[0].take(x.view(np.uint16))
     if d.itemsize != 1 or type(x) is not np.ndarray or not d.name.startswith("float"):
         return x.astype(to, copy=copy)
     key = (d, np.dtype(to))
@@ -404,6 +414,10 @@ def widen(x: Any, to: Any = F32, copy: bool = True) -> Any:
     if table is None:
         table = _BYTE_TABLES[key] = np.arange(256, dtype=np.uint8).view(d).astype(to)
     return table[x.view(np.uint8)]
+
+
+def _row_major(strides: tuple) -> bool:
+    return all(a >= b > 0 for a, b in zip(strides, strides[1:])) and strides[-1] > 0
 
 
 def cast_array(x: Any, frm: DType, to: DType) -> Any:

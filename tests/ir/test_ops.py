@@ -313,6 +313,17 @@ def test_widen_is_astype_bit_for_bit(frm, to):
     assert ops.widen(s, to) == s.astype(to)
 
 
+def test_widen_float16_tiles_is_astype_bit_for_bit():
+    codes = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # NaNs too
+    rng = np.random.default_rng()
+    tile = rng.integers(0, 1 << 16, (96, 80), dtype=np.uint16).view(np.float16)[::3, 1::2]
+    for x in (codes, tile, codes[:1], tile.T, np.concatenate([codes, codes])):  # last two: astype's
+        got, want = ops.widen(x, np.float32), x.astype(np.float32)
+        assert got.dtype == want.dtype and got.shape == want.shape and got.strides == want.strides
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert ops.widen(codes[:0], np.float32).shape == (0,)
+
+
 def test_widen_without_copy_returns_the_array():
     x = np.ones((4, 4), np.float32)
     assert ops.widen(x, np.float32, copy=False) is x
