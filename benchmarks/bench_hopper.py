@@ -53,6 +53,8 @@ NO_BLOCK_ORDER = {PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
 # with the blocks in order
 NO_OVERLAP = {PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False}
 TMA_NO_ORDER = {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True, PassConfigKey.TEGULA_DISABLE_BLOCK_ORDER: True}
+# the default with Q loaded by the producer warpgroup through TMA in split attention (off by default, unmeasured)
+WS_TMA_PROLOGUE = {PassConfigKey.TEGULA_WS_TMA_PROLOGUE: True}
 # attention's softmax overlap in warp-specialized form (a TMA producer warpgroup, K and V rings,
 # consumers without a block barrier), forced on at every head dim
 WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
@@ -201,7 +203,9 @@ def _rounds(row: dict, rounds: int, flops: float, fns: dict) -> None:
 
 
 # labels about the block order, its combinations and the overlap's split form, timed on causal shapes only
-CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
+CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap", "ws_tma_prologue")
+# labels timed at d128 only (where attention is split by default)
+D128_ONLY = ("ws_tma_prologue",)
 # labels timed only when --extra names them (the rest of the four combinations of the softmax
 # overlap and the block order, and the GEMM on a persistent grid, measured on 2026-12-01: BENCHMARKS.md)
 EXTRA = ("no_overlap", "tma_no_order", "persistent")
@@ -248,6 +252,8 @@ def attention_section(args):
                                                         out_idx=[-1], target="cuda", pass_configs=NO_OVERLAP)),
                 ("tma_no_order", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
                                                           out_idx=[-1], target="cuda", pass_configs=TMA_NO_ORDER)),
+                ("ws_tma_prologue", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
+                                                             out_idx=[-1], target="cuda", pass_configs=WS_TMA_PROLOGUE)),
                 ("wgmma_cpasync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                            target="cuda", pass_configs=NO_TMA)),
                 ("mma_sync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
@@ -255,7 +261,7 @@ def attention_section(args):
                 ("tilelang", lambda c: tl_ex.flash_attention(batch, heads, seq, dim, causal, 1, *c)),
             ):
                 if label in args.skip or (label in CAUSAL_ONLY and not causal) or \
-                        (label in EXTRA and label not in args.extra):
+                        (label in EXTRA and label not in args.extra) or (label in D128_ONLY and dim != 128):
                     continue
                 if label == "tilelang":
                     if tl_ex is None:
@@ -288,7 +294,7 @@ def attention_section(args):
     table("Flash attention forward (TFLOP/s)", rows, ["shape", "dim", "causal", "cudnn_tflops", "flash_tflops",
                                                       "tilelang_tflops", "mma_sync_tflops", "wgmma_cpasync_tflops",
                                                       "no_ws_tflops", "before_overlap_tflops", "no_block_order_tflops",
-                                                      "no_overlap_tflops", "tma_no_order_tflops", "wgmma_tflops",
+                                                      "no_overlap_tflops", "tma_no_order_tflops", "ws_tma_prologue_tflops", "wgmma_tflops",
                                                       "wgmma_config", "ws_overlap_tflops", "ws_overlap_config"])
     return rows
 

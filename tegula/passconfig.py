@@ -121,6 +121,10 @@ class PassConfigKey(str, enum.Enum):
     # on / off, unset: where the fragments live across the overlap fit 160 registers per thread and
     # shared memory already limits the SM to one block, except causal loops WarpSpecialize splits
     TEGULA_SOFTMAX_OVERLAP = "tegula.softmax_overlap"
+    # sm_90a: in a loop WarpSpecialize splits, the whole shared tiles the kernel copies in before
+    # the loop and only gemms read (attention's Q) are loaded by the producer warpgroup through TMA
+    # on an mbarrier of their own instead of by the consumers; True: on, unset / False: off
+    TEGULA_WS_TMA_PROLOGUE = "tegula.ws_tma_prologue"
     # sm_90a: whole tiles stored to global memory through the copy engine (TmaStores); True / False
     # force it on / off for shared tiles and fragments, unset: shared tiles (TileLang's default)
     TEGULA_TMA_STORE = "tegula.tma_store"
@@ -173,6 +177,7 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TEGULA_PERSISTENT: "CUDA sm_90a: warp-specialized GEMMs on a persistent grid (True: 132 blocks, or a block count)",
     K.TEGULA_TMA_STORE: "CUDA sm_90a: TMA stores of whole tiles to global memory, shared tiles and fragments (True / False)",
     K.TEGULA_SOFTMAX_OVERLAP: "CUDA sm_90a: attention's second gemm beside the next softmax (TmaPipeline, WarpSpecialize; True / False)",
+    K.TEGULA_WS_TMA_PROLOGUE: "CUDA sm_90a: WarpSpecialize's producer loads the tiles copied before the loop (attention's Q) by TMA",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",
     K.TL_ASCEND_AUTO_SYNC: "Ascend: insert the flags between pipes automatically",

@@ -360,6 +360,33 @@ def test_causal_plain_split_on_the_hopper_emulator_matches_float64(case, rng):
     _emulated(case, configs, ("kb_bars", "warpgroup_reg_alloc"), rng)
 
 
+PROLOGUE = {PassConfigKey.TEGULA_WS_TMA_PROLOGUE: True}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_producer_loads_q_by_tma_under_ws_tma_prologue(causal):
+    """tegula.ws_tma_prologue: Q (copied before the loop, read only by the first gemm) is loaded
+    by the producer through TMA on an mbarrier of its own, which the consumers wait for instead of
+    loading Q themselves, meeting at a named barrier and fencing the proxies; off, the consumers
+    load it."""
+    f = _fa(1, 2, 512, 128, causal, 1, 128, 128, 2, 256)
+    prod, cons = _roles(lower(f, SM90, PROLOGUE).script())
+    _in_order(prod, "tma_load(T.address_of(Q_shared", "mbarrier_arrive(T.address_of(kb_prologue[0]", "for kb in T.serial(")
+    assert "Q_shared[" not in cons.split("mbarrier_wait(T.address_of(kb_prologue[0]")[0]
+    head = cons[:cons.index("for kb in T.serial(")]
+    assert "named_barrier" not in head and "fence_proxy_async" not in head and "copy_vec" not in head
+    assert "copy_vec" in _roles(lower(f, SM90, {}).script())[1].split("for kb in T.serial(")[0]
+
+
+@pytest.mark.parametrize("case, configs", [
+    ((1, 2, 320, 128, True, 1, 128, 128, 2, 256), {}),        # causal, ragged: the plain split
+    ((1, 1, 192, 64, False, 1, 128, 64, 2, 256), WS_ON),       # the overlap's split, Q's box past the end
+    ((1, 2, 256, 32, True, 2, 64, 32, 3, 128), WS_ON),         # GQA, 3 stages, one consumer warpgroup
+], ids=["causal-plain", "overlap-ragged", "gqa-128"])
+def test_producer_loaded_q_on_the_hopper_emulator_matches_float64(case, configs, rng):
+    _emulated(case, {**configs, **PROLOGUE}, ("kb_prologue", "warpgroup_reg_alloc"), rng)
+
+
 @needs_compiler
 @pytest.mark.parametrize("causal", [False, True])
 def test_warp_specialized_form_compiles_with_setmaxnreg_and_no_spills(causal, tmp_path):
@@ -403,3 +430,10 @@ def test_warp_specialized_form_on_gpu(dim, bm, bn, stages, causal, seq):
 @pytest.mark.parametrize("seq", [300, 1024])
 def test_causal_plain_split_on_gpu(stages, seq):
     _on_gpu((128, 128, 128, stages, 256, True, seq), {}, "warpgroup_reg_alloc<232>")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq", [300, 1024])
+def test_producer_loaded_q_on_gpu(causal, seq):
+    _on_gpu((128, 128, 128, 2, 256, causal, seq), PROLOGUE, "kb_prologue")

@@ -74,7 +74,8 @@ from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, let_values, pipeline_parts,
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, _written_buffers, let_values,
+                                                         pipeline_parts,
                                                          restaged_annotations, serial_annotations, staged_tiles)
 from tegula.backends.cuda.passes.persistent_tiles import as_persistent, check_option, persistent_blocks, tile_loop
 from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, one_block_per_sm, overlap_loop
@@ -198,8 +199,21 @@ def _wanted(S: int, consumers: list, force: Optional[bool], overlap: Optional[bo
     return True, ov
 
 
+def _prologue_copies(before: list, rest: list, pinned: Any) -> list[Copy]:
+    """The copies among ``before`` (the statements ahead of the loop) that the producer can load
+    by TMA (``tegula.ws_tma_prologue``): global memory into a whole 2-d shared tile that no other
+    statement of the kernel (``before`` and ``rest``) writes."""
+    out = []
+    for s in before:
+        if isinstance(s, Copy) and s.dst.buffer.is_shared and s.dst.buffer not in pinned and tma_copy_ok(s):
+            if not any(t is not s and s.dst.buffer in set(_written_buffers(t)) for t in before + rest):
+                out.append(s)
+    return out
+
+
 def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0,
-                softmax: Optional[bool] = None, persistent: Optional[int] = None) -> Optional[Kernel]:
+                softmax: Optional[bool] = None, persistent: Optional[int] = None,
+                tma_prologue: bool = False) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
         return None
@@ -235,18 +249,22 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     after = [s for s in body[li + 1:] if not isinstance(s, LetStmt)]
     if any(isinstance(s, LetStmt) for s in body[li + 1:]):
         return None
+    # a persistent block copies its prologue tiles once per tile: they stay with the consumers
+    persists = not att_ws and _gemm_loop(consumers) and persistent_blocks(k, persistent)
+    pro = tuple(_prologue_copies(before, [loop, *after], pinned)) if tma_prologue and not persists else ()
+    before = [s for s in before if not any(s is c for c in pro)]
 
     new_allocs: dict = {}
     mb = staged_tiles(producers, S, new_allocs)
     tx = Var("tx")
     if att_ws:
-        return _split_attention(k, loop, tx, S, att, mb, new_allocs, lets, before, after)
+        return _split_attention(k, loop, tx, S, att, mb, new_allocs, lets, before, after, pro)
     bars = Buffer(f"{loop.var.name}_bars", (2 * S,), dt.uint64, "shared", span=loop.span)
     kv, n, start = loop.var, loop.extent, loop.start
     local = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
     # persistent (loops of gemms only): the ring runs on across the block's tiles, iteration
     # t * n + k of tile t
-    blocks = persistent_blocks(k, persistent) if _gemm_loop(consumers) else 0
+    blocks = persists or 0
     t = Var(f"{kv.name}_t")
     it = t * n + local if blocks else local
     stage = it % S
@@ -291,7 +309,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
 
     inits = [(bars, E.const(s), WARPGROUP) for s in range(S)] + [(bars, E.const(S + s), T) for s in range(S)]
     if not blocks:
-        return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after])
+        return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after], pro)
     pid = Var("pid")
     split = _split(k, loop, tx, new_allocs, (bars,), inits, [],
                    tile_loop(k, pid, t, blocks, lets, [role_loop(produce)]),
@@ -300,10 +318,22 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
 
 
 def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: list, lets: list, produce: Stmt,
-           consume: list) -> Kernel:
+           consume: list, prologue: tuple = ()) -> Kernel:
     """The kernel with one more warpgroup: ``produce`` for it, ``consume`` for the kernel's own
-    threads, after one thread initialized the mbarriers ``inits`` ((buffer, index, arrivals))."""
+    threads, after one thread initialized the mbarriers ``inits`` ((buffer, index, arrivals)).
+    ``prologue``: copies the producer issues by TMA before ``produce``, on an mbarrier of their
+    own that the consumers wait for before their first statement touching those tiles."""
     lo_p = T = k.num_threads
+    if prologue:
+        zero = E.const(0)
+        pbar = Buffer(f"{loop.var.name}_prologue", (1,), dt.uint64, "shared", span=loop.span)
+        loads = [Copy(c.src, c.dst, {**c.annotations, "tma_bar": pbar, "tma_stage": zero, "tma_user": True},
+                      span=c.span) for c in prologue]
+        produce = seq(*loads, call_stmt("tl::mbarrier_arrive", barrier_addr(pbar, zero)), produce)
+        tiles = {c.dst.buffer for c in prologue}
+        at = next((i for i, s in enumerate(consume) if _used_buffers(s) & tiles), len(consume))
+        consume = [*consume[:at], call_stmt("tl::mbarrier_wait", barrier_addr(pbar, zero), 0), *consume[at:]]
+        bars, inits = (*bars, pbar), [*inits, (pbar, zero, WARPGROUP)]
 
     def region(lo: int, threads: int, *stmts: Stmt) -> Stmt:
         return AttrStmt(WARP_SPECIALIZE, (lo, threads), seq(*stmts), span=loop.span)
@@ -327,7 +357,7 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
 
 
 def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict, new_allocs: dict, lets: list,
-                     before: list, after: list) -> Kernel:
+                     before: list, after: list, prologue: tuple) -> Kernel:
     """The attention loop split: the producer loads K (the early tiles) and V (the late ones) of
     each key block into rings of their own, each stage waited free on its empty barrier; the
     consumers run the softmax overlap's schedule (:func:`overlap_loop` with its rings)."""
@@ -356,12 +386,13 @@ def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict
     consumer = overlap_loop(loop, S, att, new_allocs, _one_thread, call_stmt, barrier_addr, rings)
     bars = tuple(b for b in (rings.full, rings.empty, rings.full_late, rings.empty_late) if b is not None)
     inits = [(b, E.const(s), WARPGROUP if b in (rings.full, rings.full_late) else T) for b in bars for s in range(S)]
-    return _split(k, loop, tx, new_allocs, bars, inits, lets, producer, [*before, consumer, *after])
+    return _split(k, loop, tx, new_allocs, bars, inits, lets, producer, [*before, consumer, *after], prologue)
 
 
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
                     overlap: Optional[bool] = None, min_blocks: Optional[int] = None,
-                    softmax: Optional[bool] = None, persistent: Any = None) -> PrimFunc:
+                    softmax: Optional[bool] = None, persistent: Any = None,
+                    tma_prologue: Optional[bool] = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
     consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
     ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
@@ -370,14 +401,16 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
     annotated with ``T.annotate_min_blocks_per_sm``; ``softmax``: ``tegula.softmax_overlap``,
     whether an attention loop split runs the softmax overlap's schedule; ``persistent``:
     ``tegula.persistent``, a split loop of gemms runs on a persistent grid of that many blocks
-    (True: one per SM), :mod:`.persistent_tiles`). Raises ConfigError for a bad ``persistent``."""
+    (True: one per SM), :mod:`.persistent_tiles`); ``tma_prologue``: ``tegula.ws_tma_prologue``,
+    the producer loads the tiles copied before the loop, see :func:`_prologue_copies`). Raises
+    ConfigError for a bad ``persistent``."""
     blocks = check_option(persistent)
     if tma_off:
         return func
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks)
+            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks, bool(tma_prologue))
             return k if got is None else got
 
     return M().visit(func)
