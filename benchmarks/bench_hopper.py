@@ -203,7 +203,7 @@ def _rounds(row: dict, rounds: int, flops: float, fns: dict) -> None:
 
 
 # labels about the block order, its combinations and the overlap's split form, timed on causal shapes only
-CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap", "ws_tma_prologue")
+CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
 # labels timed at d128 only (where attention is split by default)
 D128_ONLY = ("ws_tma_prologue",)
 # labels timed only when --extra names them (the rest of the four combinations of the softmax
