@@ -123,7 +123,8 @@ class PassConfigKey(str, enum.Enum):
     TEGULA_SOFTMAX_OVERLAP = "tegula.softmax_overlap"
     # sm_90a: in a loop WarpSpecialize splits, the whole shared tiles the kernel copies in before
     # the loop and only gemms read (attention's Q) are loaded by the producer warpgroup through TMA
-    # on an mbarrier of their own instead of by the consumers; True: on, unset / False: off
+    # on an mbarrier of their own instead of by the consumers; True / False: on / off, unset: on in
+    # the plain split of causal attention (measured faster there), off elsewhere
     TEGULA_WS_TMA_PROLOGUE = "tegula.ws_tma_prologue"
     # sm_90a: whole tiles stored to global memory through the copy engine (TmaStores); True / False
     # force it on / off for shared tiles and fragments, unset: shared tiles (TileLang's default)

@@ -317,9 +317,10 @@ def test_warp_specialized_form_is_taken_where_the_overlap_is():
     assert "# warp_specialize" in off and "empty_late" not in off
 
 
-@pytest.mark.parametrize("configs", [WS_ON, {}], ids=["overlap", "plain"])
+@pytest.mark.parametrize("configs", [WS_ON, {PassConfigKey.TEGULA_WS_TMA_PROLOGUE: False}], ids=["overlap", "plain"])
 def test_causal_consumers_meet_at_no_barrier_inside_the_loop(configs):
-    """Q's named barrier (the consumers wrote Q_shared before the loop) goes before the loop, not
+    """Q's named barrier (the consumers wrote Q_shared before the loop: the producer does not load
+    it by TMA here) goes before the loop, not
     into every iteration: the loop starts with an mbarrier wait, and in the overlap's form the
     peeled first block runs under ``if 0 < n_blocks``, after which Q's writes still count as
     pending on the path that skipped it."""
@@ -375,7 +376,18 @@ def test_producer_loads_q_by_tma_under_ws_tma_prologue(causal):
     assert "Q_shared[" not in cons.split("mbarrier_wait(T.address_of(kb_prologue[0]")[0]
     head = cons[:cons.index("for kb in T.serial(")]
     assert "named_barrier" not in head and "fence_proxy_async" not in head and "copy_vec" not in head
-    assert "copy_vec" in _roles(lower(f, SM90, {}).script())[1].split("for kb in T.serial(")[0]
+    off = {PassConfigKey.TEGULA_WS_TMA_PROLOGUE: False}
+    assert "copy_vec" in _roles(lower(f, SM90, off).script())[1].split("for kb in T.serial(")[0]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_tma_prologue_by_default_only_in_the_plain_split_of_causal_attention(causal):
+    """Unset, the producer loads Q in the plain split (causal d128: measured faster) and the
+    consumers load it in the overlap's split (full attention: level, left as it was)."""
+    f = _fa(1, 2, 512, 128, causal, 1, 128, 128, 2, 256)
+    prod, cons = _roles(lower(f, SM90, {}).script())
+    assert ("kb_prologue" in prod) == causal
+    assert ("copy_vec" in cons.split("for kb in T.serial(")[0]) != causal
 
 
 @pytest.mark.parametrize("case, configs", [

@@ -213,7 +213,7 @@ def _prologue_copies(before: list, rest: list, pinned: Any) -> list[Copy]:
 
 def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0,
                 softmax: Optional[bool] = None, persistent: Optional[int] = None,
-                tma_prologue: bool = False) -> Optional[Kernel]:
+                tma_prologue: Optional[bool] = None) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
         return None
@@ -251,6 +251,10 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
         return None
     # a persistent block copies its prologue tiles once per tile: they stay with the consumers
     persists = not att_ws and _gemm_loop(consumers) and persistent_blocks(k, persistent)
+    # the producer loads the prologue tiles (attention's Q) by default in the plain split of causal
+    # attention: measured +7% / +12% at d128 4x16x4096, level at 16k and in the overlap's split
+    if tma_prologue is None:
+        tma_prologue = att_serial
     pro = tuple(_prologue_copies(before, [loop, *after], pinned)) if tma_prologue and not persists else ()
     before = [s for s in before if not any(s is c for c in pro)]
 
@@ -410,7 +414,7 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks, bool(tma_prologue))
+            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks, tma_prologue)
             return k if got is None else got
 
     return M().visit(func)
