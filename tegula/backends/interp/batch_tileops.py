@@ -22,7 +22,7 @@ from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
 from tegula.backends.closure import F32, StmtFn, compile_expr, is_narrow
 from tegula.backends.interp.batch import block_mask, per_block
 from tegula.backends.interp.context import Ctx
-from tegula.backends.interp.tileops import (BATCHED, _acc_dtype, _clip, _prod, _reduce_tile,
+from tegula.backends.interp.tileops import (BATCHED, _acc_dtype, _clip, _prod, _reduce_tile, _scanned,
                                             accumulated)
 
 
@@ -278,14 +278,7 @@ def _cumsum(s: CumSum, ctx: Ctx) -> StmtFn:
         m, any_ = _active(env, size)
         if not any_:
             return
-        x = src.read(env).astype(acc)
-        if c.absolute:
-            x = np.abs(x)
-        if rev:
-            r = np.flip(c.ufunc.accumulate(np.flip(x, dim), axis=dim, dtype=acc), dim)
-        else:
-            r = c.ufunc.accumulate(x, axis=dim, dtype=acc)
-        dst.write(env, r, m)
+        dst.write(env, _scanned(src.read(env), c, dim, rev, acc), m)
     return scan
 
 

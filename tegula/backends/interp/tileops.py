@@ -291,15 +291,19 @@ def _cumsum(s: CumSum, ctx: Ctx) -> StmtFn:
     c = COMBINERS[s.kind]
 
     def scan(env: list) -> None:
-        x = src.read(env).astype(acc)
-        if c.absolute:
-            x = np.abs(x)
-        if rev:
-            r = np.flip(c.ufunc.accumulate(np.flip(x, dim), axis=dim, dtype=acc), dim)
-        else:
-            r = c.ufunc.accumulate(x, axis=dim, dtype=acc)
-        dst.write(env, r)
+        dst.write(env, _scanned(src.read(env), c, dim, rev, acc))
     return scan
+
+
+def _scanned(x: Any, c: Any, dim: int, rev: bool, acc: Any) -> Any:
+    """``T.cumsum``'s values: combiner ``c`` accumulated along ``dim`` (from the end when
+    ``rev``) in dtype ``acc``."""
+    x = x.astype(acc)
+    if c.absolute:
+        x = np.abs(x)
+    if rev:
+        return np.flip(c.ufunc.accumulate(np.flip(x, dim), axis=dim, dtype=acc), dim)
+    return c.ufunc.accumulate(x, axis=dim, dtype=acc)
 
 
 @tile_rule(Fill, "cpu")
