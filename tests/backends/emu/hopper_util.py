@@ -36,6 +36,9 @@ KERNELS: dict[str, Callable[[], Any]] = {
                                                                         threads=256),
     # the accumulator staged through shared memory and stored by TMA (tegula.tma_store)
     "gemm_tma_store": lambda: ex("gemm").matmul.get_tir(128, 256, 128, 128, 128, 32, 2, 256),
+    # the default sm_90a GEMM: warp-specialized, one k-tile of wgmma in flight, the accumulator
+    # staged and stored by TMA after the consumers' loop
+    "gemm_ws_tma_store": lambda: ex("gemm").matmul.get_tir(128, 256, 128, 128, 128, 32, 2, 256),
     # a persistent grid: 2 blocks of 3 tiles (3 x 2 tiles of 128x128), the ring of 3 stages
     # running on across tiles of 3 k-tiles, the staged tile stored by TMA once per tile (with
     # no more k-tiles than stages no ring barrier orders the next tile's staging writes after
@@ -52,6 +55,7 @@ CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_ove
            "flash_attention_overlap": {**NO_WS, "tegula.softmax_overlap": True},
            "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True},
            "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True},
+           "gemm_ws_tma_store": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True},
            "gemm_persistent": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,
                                "tegula.persistent": 2}}
 

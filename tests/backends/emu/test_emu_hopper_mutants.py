@@ -32,7 +32,7 @@ from hopper_util import KERNELS, SYNC, Mutate, lowered, sync_statements, without
 LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention": "flash_attention.py:",
          "gemm_ws_overlap": "gemm.py:", "flash_attention_overlap": "flash_attention.py:",
          "flash_attention_ws": "flash_attention.py:", "gemm_tma_store": "gemm.py:",
-         "gemm_persistent": "gemm.py:"}
+         "gemm_ws_tma_store": "gemm.py:", "gemm_persistent": "gemm.py:"}
 
 
 class _Lookahead(Mutate):
@@ -162,9 +162,11 @@ def test_every_mutant_is_reported(name, cases):
     if name in ("gemm_cp_async", "flash_attention", "flash_attention_overlap", "flash_attention_ws"):  # generic writes that wgmma reads (TMA-only tiles need none)
         need.add("tl::fence_proxy_async")
     need |= {"tl::cp_async_wait"} if name == "gemm_cp_async" else {"tl::mbarrier_wait", "tl::mbarrier_arrive"}
-    if name in ("gemm_tma_store", "gemm_persistent"):  # the generic writes of the staged tile, then the copy engine's reads
+    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent"):  # the generic writes of the staged tile, then the copy engine's reads
         need |= {"tl::fence_proxy_async", "tl::tma_store_commit", "tl::tma_store_wait"}
     assert need <= kinds, kinds
+    if name in ("gemm_ws_overlap", "gemm_ws_tma_store", "gemm_persistent"):
+        assert "# warp_specialize" in low.script()
     equivalent = equivalent_mutants(low)
     survivors, reports = [], {}
     for i, s in enumerate(stmts):
@@ -191,11 +193,11 @@ def test_every_mutant_is_reported(name, cases):
         by_kind.setdefault(stmts[i].value.name, set()).add(first.split(" on ")[0].split(":")[0])
     if "tl::mbarrier_arrive" in by_kind:
         assert any("deadlock" in k for k in by_kind["tl::mbarrier_arrive"])
-    if name in ("gemm_tma_store", "gemm_persistent"):
+    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent"):
         assert "generic-proxy write read by the async proxy without fence.proxy.async" in by_kind["tl::fence_proxy_async"]
         # the last tile's store outlives the block; a persistent block's earlier stores, the next tile's writes
         ends = "the block ends while a TMA store may still read"
-        assert any(k.startswith(ends if name == "gemm_tma_store" else "tile rewritten while a TMA store still reads")
+        assert any(k.startswith(ends if name != "gemm_persistent" else "tile rewritten while a TMA store still reads")
                    for k in by_kind["tl::tma_store_wait"])
     if "tl::wgmma_wait_group" in by_kind:
         assert by_kind["tl::wgmma_wait_group"] & {"accumulator read before wgmma.wait_group",
