@@ -35,6 +35,33 @@ def test_gpu_gemm_example_on_the_npu(target, num_stages):
 
 
 @pytest.mark.parametrize("target", NPU)
+def test_a_gemm_with_block_swizzle_turned_off_runs_on_the_npu(target):
+    """``T.use_swizzle(..., enable=False)`` (kept in the IR for the GPU's RasterBlocks) means
+    nothing on the NPU's cores: the kernel runs race-free and matches float64."""
+    M, N, K, bm, bn, bk = 96, 128, 64, 32, 64, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_l = T.alloc_fragment((bm, bn), "float32")
+            T.use_swizzle(panel_size=2, enable=False)
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * bm, bx * bn])
+
+    rng = np.random.default_rng()
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = tegula.compile(main, out_idx=[-1], target=target)(a, b)
+    np.testing.assert_allclose(c.astype(np.float64), a.astype(np.float64) @ b.astype(np.float64), rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize("target", NPU)
 def test_gpu_softmax_example_on_the_npu(target):
     rng = np.random.default_rng()
     ex = _example("softmax")
