@@ -5,9 +5,9 @@ when importable, TileLang built from the same example source, in one process on 
 
 Every tegula and TileLang result is checked against torch (relative error) before it is timed;
 inputs are fresh random numbers. Timing is the median of triton.testing.do_bench (CUDA events),
-one kernel after the other; ``--rounds N`` adds, for the GEMMs, N interleaved rounds of every
-label's best kernel beside cuBLAS (each round times each once; the median is the ``_rounds``
-column, the first timing stays in its own).
+one kernel after the other; ``--rounds N`` adds N interleaved rounds of every label's best kernel
+beside cuBLAS (GEMM) or cuDNN and flash SDPA (attention): each round times each once, the median is
+the ``_rounds`` column, the first timing stays in its own.
 Ratios are peer time / tegula time: above 1, tegula is faster.
 """
 from __future__ import annotations
@@ -226,13 +226,15 @@ def attention_section(args):
             ref = F.scaled_dot_product_attention(q, k_, v, is_causal=causal)
             flops = 4 * batch * heads * seq * seq * dim * (0.5 if causal else 1.0)
             row = {"dim": dim, "causal": causal, "shape": f"{batch}x{heads}x{seq}"}
+            chosen: dict = {}  # label -> a function running its best kernel, for the interleaved rounds
             for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-                def run_sdpa(be=be):
+                def sdpa(be=be):
                     with sdpa_kernel([be]):
-                        return bench(lambda: F.scaled_dot_product_attention(q, k_, v, is_causal=causal))
-                t = _try(f"sdpa {name}", run_sdpa)
+                        return F.scaled_dot_product_attention(q, k_, v, is_causal=causal)
+                t = _try(f"sdpa {name}", lambda: bench(sdpa))
                 if t:
                     row[f"{name}_tflops"] = flops / t / 1e9
+                    chosen[name] = sdpa
             configs = [(128, 128, 2, 256), (128, 64, 2, 128), (128, 128, 2, 128), (128, 128, 3, 256)]
             if args.configs:
                 configs = configs[:1] + configs[2:][:args.configs - 1]
@@ -285,10 +287,15 @@ def attention_section(args):
                     t = bench(lambda: kern(q, k_, v))
                     print(f"  {label:18s} attn d{dim} causal={causal} {c}: {flops / t / 1e9:7.1f} TFLOP/s err {err:.2e}")
                     if err < 1e-2 and (best is None or t < best[0]):
-                        best = (t, c)
+                        best = (t, c, kern)
                 if best:
                     row[f"{label}_tflops"] = flops / best[0] / 1e9
                     row[f"{label}_config"] = "x".join(map(str, best[1]))
+                    chosen[label] = lambda kern=best[2]: kern(q, k_, v)
+            if args.rounds:
+                _rounds(row, args.rounds, flops, chosen)
+                if row.get("tilelang_rounds_tflops") and row.get("wgmma_rounds_tflops"):
+                    row["wgmma_vs_tilelang_rounds"] = row["wgmma_rounds_tflops"] / row["tilelang_rounds_tflops"]
             rows.append(row)
             print(row)
     table("Flash attention forward (TFLOP/s)", rows, ["shape", "dim", "causal", "cudnn_tflops", "flash_tflops",
@@ -296,6 +303,10 @@ def attention_section(args):
                                                       "no_ws_tflops", "before_overlap_tflops", "no_block_order_tflops",
                                                       "no_overlap_tflops", "tma_no_order_tflops", "ws_tma_prologue_tflops", "wgmma_tflops",
                                                       "wgmma_config", "ws_overlap_tflops", "ws_overlap_config"])
+    if args.rounds:
+        table(f"Flash attention forward, interleaved rounds (median of {args.rounds}; TFLOP/s)", rows,
+              ["shape", "dim", "causal"] + [f"{lb}_rounds_tflops" for lb in ("cudnn", "flash", "tilelang", "wgmma")]
+              + ["wgmma_vs_tilelang_rounds"])
     return rows
 
 
@@ -425,7 +436,7 @@ def main() -> None:
     p.add_argument("--extra", default="", help="labels timed only on request: " + ",".join(EXTRA))
     p.add_argument("--configs", type=int, default=0, help="try only the first N configurations")
     p.add_argument("--rounds", type=int, default=0,
-                   help="GEMM: then time each label's best kernel and cuBLAS in N interleaved rounds (median)")
+                   help="then time each label's best kernel beside cuBLAS / SDPA in N interleaved rounds (median)")
     p.add_argument("--attn-seq", default="4096", help="attention sequence lengths (16384: batch 1)")
     p.add_argument("--fp8-panels", default="", help="FP8: RasterBlocks strip widths to try beside the default")
     p.add_argument("--attn-configs", default="", help="attention configurations, e.g. 128x128x2x256,128x128x3x256")
