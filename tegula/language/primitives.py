@@ -32,7 +32,7 @@ __all__ = ["And", "Cast", "GemmWarpPolicy", "Kernel", "Not", "Or", "Parallel", "
            "max_value", "min", "min_value", "ninf", "pow", "print", "reduce_absmax",
            "reduce_abssum", "reduce_bitand", "reduce_bitor", "reduce_bitxor", "reduce_max",
            "reduce_min", "reduce_sum", "round", "rsqrt", "serial", "sigmoid", "sin", "sqrt",
-           "sync_threads", "tan", "tanh", "trunc", "truncdiv", "truncmod", "unroll", "use_swizzle",
+           "sync_threads", "named_barrier_arrive", "tan", "tanh", "trunc", "truncdiv", "truncmod", "unroll", "use_swizzle",
            "vectorized", "alloc_barrier", "all_of", "annotate_safe_value", "any_of", "assume",
            "barrier_arrive", "barrier_wait", "get_thread_binding", "isfinite", "mbarrier_arrive",
            "mbarrier_expect_tx", "mbarrier_wait_parity", "pdl_sync", "pdl_trigger", "reinterpret",
@@ -579,6 +579,21 @@ def sync_threads(barrier_id: Any = None, arrive_count: Any = None) -> None:
         raise KernelTypeError(f"T.sync_threads: barrier_id must be 0..15 and arrive_count a positive "
                               f"multiple of 32, got {barrier_id}, {n}")
     b.emit(_tl_call("tl::named_barrier_sync", barrier_id, n))
+
+
+def named_barrier_arrive(barrier_id: Any, thread_count: int) -> None:
+    """``bar.arrive barrier_id, thread_count``: the calling threads arrive at named barrier
+    ``barrier_id`` (0..15, an int or an expression, e.g. one per warpgroup) without waiting; the
+    threads that wait there with ``T.sync_threads(barrier_id, thread_count)`` go on once
+    ``thread_count`` threads have arrived, counting both."""
+    b = current("T.named_barrier_arrive")
+    b.require_kernel("T.named_barrier_arrive")
+    if not isinstance(thread_count, int) or isinstance(thread_count, bool) or thread_count <= 0 or thread_count % 32:
+        raise KernelTypeError(f"T.named_barrier_arrive: thread_count must be a positive multiple of 32, "
+                              f"got {thread_count!r}")
+    if isinstance(barrier_id, bool) or (isinstance(barrier_id, int) and not 0 <= barrier_id < 16):
+        raise KernelTypeError(f"T.named_barrier_arrive: barrier_id must be 0..15, got {barrier_id!r}")
+    b.emit(_tl_call("tl::named_barrier_arrive", barrier_id, thread_count))
 
 
 def assume(cond: Any) -> None:

@@ -40,10 +40,11 @@ Hopper (``cuda-emu:sm_90a``)
 The sm_90a lowering runs as it is: TMA loads and stores through their tensor maps (zero fill,
 swizzle), mbarriers with arrival and transaction counts and phases (:mod:`.mbarrier`), wgmma
 reading shared memory through its descriptors with results visible at ``wait_group``, the async
-proxy and its fences, named barriers and ``setmaxnreg`` (:mod:`.hopper`). Ordering is tracked
-with vector clocks (:mod:`.races`), so an mbarrier orders exactly what it covers. The two sides
-of a warp-specialized branch (producer and consumer warpgroups) run as tasks that take turns at
-their waits (:mod:`.tasks`). Further checks, as :class:`~tegula.errors.RaceError` or
+proxy and its fences and ``setmaxnreg`` (:mod:`.hopper`), named barriers with ``bar.sync`` and
+``bar.arrive`` (:mod:`.named_barriers`). Ordering is tracked with vector clocks (:mod:`.races`),
+so an mbarrier orders exactly what it covers. The two sides of a warp-specialized branch
+(producer and consumer warpgroups) run as tasks that take turns at their waits (:mod:`.tasks`;
+one task per warpgroup where warpgroups wait for each other). Further checks, as :class:`~tegula.errors.RaceError` or
 :class:`~tegula.errors.SyncError`: reads of a TMA destination before its phase completes; generic
 writes read by TMA or wgmma without ``fence.proxy.async``; stage buffers refilled before their
 consumer released them; deadlocked waits (with what every waiting warpgroup waits for); arrival
@@ -66,9 +67,10 @@ from tegula.ir.expr import Var
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.backends import blas
 from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, poison
-from tegula.backends.emu import builtins, exprs, hopper, mbarrier, stmts, warp  # noqa: F401 (rules)
+from tegula.backends.emu import builtins, exprs, hopper, mbarrier, named_barriers, stmts, warp  # noqa: F401 (rules)
 from tegula.backends.emu.hopper import check_done
 from tegula.backends.emu.mbarrier import check_balanced
+from tegula.backends.emu.named_barriers import check_named
 from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
@@ -277,6 +279,7 @@ def _run_kernel(ck: CompiledKernel, env: list, reporter: Reporter) -> None:
             env[info.slot] = np.full(n, init).astype(info.np)
         ck.body(env)
         check_balanced(st)
+        check_named(st)
         check_done(st)
 
 

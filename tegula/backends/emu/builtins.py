@@ -79,7 +79,8 @@ def _sync_threads(e: E.Builtin, ctx: Ctx) -> CExpr:
         st = env[STATE]
         sched = st.scheduler
         if sched is not None and sched.current is not sched.root:  # inside a warp-specialized branch
-            sched.named_barrier(0, n, lanes_of(env[MASK], n), span, st)
+            from tegula.backends.emu.named_barriers import arrive
+            arrive(st, 0, n, lanes_of(env[MASK], n), span, True)
             return np.True_
         _divergence(env, n, span, "__syncthreads()")
         st.tracker.barrier()

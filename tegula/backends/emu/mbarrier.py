@@ -1,5 +1,5 @@
 """mbarriers on the emulator: ``tl::mbarrier_init / arrive / arrive_expect_tx / expect_tx / wait``,
-named barriers and the fence that publishes barrier initialization.
+the fence that publishes barrier initialization (named barriers: :mod:`.named_barriers`).
 
 An mbarrier (a 64-bit word of shared memory) counts arrivals and transaction bytes, as the PTX
 ISA defines: each phase completes when as many threads as its init count have arrived and its
@@ -211,31 +211,6 @@ def fence_inits(st: Any, lanes: np.ndarray) -> None:
     for b in st.mbarriers.values():
         if b.init_thread in mine:
             b.fenced = True
-
-
-@builtin_rule("tl::named_barrier_sync")
-def _named_barrier(e: E.Builtin, ctx: Ctx) -> CExpr:
-    fid = compile_expr(e.args[0], ctx).fn
-    fc = compile_expr(e.args[1], ctx).fn
-    n, span = ctx.nthreads, e.span or ctx.span
-
-    def sync(env: list) -> Any:
-        st = env[STATE]
-        lanes = lanes_of(env[MASK], n)
-        want = int(np.max(fc(env)))
-        sched = st.scheduler
-        if sched is not None:
-            sched.named_barrier(int(np.max(fid(env))), want, lanes, span, st)
-            return np.True_
-        if len(lanes) != want:
-            raise SyncError(f"named barrier {int(np.max(fid(env)))} for {want} threads reached by "
-                            f"{len(lanes)} ({lanes_text(lanes)}) and no other thread can reach it "
-                            f"({st.rep.block})", span,
-                            hint="the threads that reach T.sync_threads(barrier_id, count) must be "
-                            "exactly `count`")
-        st.tracker.sync(lanes)
-        return np.True_
-    return CExpr(sync, False)
 
 
 def _passes(b: Bar, parity: int) -> bool:

@@ -53,6 +53,7 @@ class BlockState:
     local_slots: dict = field(default_factory=dict)   # local buffer index -> env slot
     hopper: Any = None                               # hopper.Hopper, made when first needed
     scheduler: Any = None                            # tasks.Scheduler of a warp-specialized block
+    named: Any = None                                # named_barriers: barrier id -> Phase
 
     def pool_view(self, d: np.dtype) -> np.ndarray:
         v = self.views.get(d)

@@ -181,7 +181,7 @@ def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
     else_ = compile_stmt(s.else_, inner) if s.else_ is not None else None
     n = ctx.nthreads
     if _waits(s.then) or (s.else_ is not None and _waits(s.else_)):
-        return _forking_if(fc, then, else_, n)
+        return _forking_if(fc, then, else_, n, _per_warpgroup(s.then), s.else_ is not None and _per_warpgroup(s.else_))
 
     def masked_if(env: list) -> None:
         c = fc(env)
@@ -213,9 +213,41 @@ def _waits(s: Any) -> bool:
     return bool(found)
 
 
-def _forking_if(fc: Any, then: StmtFn, else_: Any, n: int) -> StmtFn:
+def _per_warpgroup(s: Any) -> bool:
+    """The statement's warpgroups wait for each other: it arrives at a named barrier without waiting
+    (``bar.arrive``) or names a barrier that differs per thread (ping-pong of consumer warpgroups),
+    so each warpgroup runs as a task of its own."""
+    from tegula.ir.visitor import post_order_visit
+
+    found = []
+
+    def visit(x: Any) -> None:
+        if isinstance(x, E.Builtin) and (x.name == "tl::named_barrier_arrive" or (
+                x.name == "tl::named_barrier_sync" and not isinstance(x.args[0], E.Const))):
+            found.append(x)
+    post_order_visit(s, visit)
+    return bool(found)
+
+
+def _warpgroup_masks(mask: Any, n: int) -> list:
+    """``mask`` (None: every thread) split by warpgroup, one mask per warpgroup it holds."""
+    from tegula.backends.emu.context import lanes_of
+
+    lanes = lanes_of(mask, n)
+    out = []
+    for g in np.unique(lanes // 128):
+        m = np.zeros(n, bool)
+        m[lanes[lanes // 128 == g]] = True
+        out.append(m)
+    return out
+
+
+def _forking_if(fc: Any, then: StmtFn, else_: Any, n: int, split_then: bool = False,
+                split_else: bool = False) -> StmtFn:
     """A per-thread branch whose sides wait on barriers: when threads take both sides, the sides
-    run as tasks of the block's scheduler (:mod:`.tasks`), taking turns at their waits."""
+    run as tasks of the block's scheduler (:mod:`.tasks`), taking turns at their waits. A side whose
+    warpgroups wait for each other (:func:`_per_warpgroup`) runs as one task per warpgroup, also
+    when no thread takes the other side."""
     from tegula.backends.emu.context import STATE, lanes_of
     from tegula.backends.emu.mbarrier import lanes_text
     from tegula.backends.emu.tasks import Scheduler
@@ -227,17 +259,21 @@ def _forking_if(fc: Any, then: StmtFn, else_: Any, n: int) -> StmtFn:
         mf = and_mask(m, np.logical_not(c), n) if else_ is not None else None
         has_t = mt is None or mt.any()
         has_f = else_ is not None and (mf is None or mf.any())
-        if has_t and has_f:
+        if (has_t and has_f) or (has_t and split_then) or (has_f and split_else):
             st = env[STATE]
             if st.scheduler is None:
                 st.scheduler = Scheduler()
             sides = []
-            for mask, body in ((mt, then), (mf, else_)):
-                e2 = list(env)
-                e2[MASK] = mask
-                sides.append((lanes_text(lanes_of(mask, n)), body, e2))
-            st.scheduler.fork(sides)
-            return
+            for mask, body, has, split in ((mt, then, has_t, split_then), (mf, else_, has_f, split_else)):
+                if not has:
+                    continue
+                for m2 in (_warpgroup_masks(mask, n) if split else [mask]):
+                    e2 = list(env)
+                    e2[MASK] = m2
+                    sides.append((lanes_text(lanes_of(m2, n)), body, e2))
+            if len(sides) > 1:
+                st.scheduler.fork(sides)
+                return
         try:
             if has_t:
                 env[MASK] = mt

@@ -10,6 +10,10 @@ one runs until it waits on something not yet there, then the next task that can 
 (round robin, so runs are deterministic). When no task can go on, that is a deadlock, reported
 with every task's wait.
 
+A side whose warpgroups wait for each other (a ``bar.arrive``, or a named barrier whose id differs
+per thread: ping-pong of consumer warpgroups) runs as one task per warpgroup
+(:func:`stmts._per_warpgroup`); named barriers themselves are :mod:`.named_barriers`.
+
 Warp-specialized regions written one after the other (``with T.ws(1): producer loop`` then
 ``with T.ws(0): consumer loop``) become one such branch first (:func:`side_by_side`).
 
@@ -54,7 +58,6 @@ class Scheduler:
         self.tasks: list[Task] = [self.root]
         self.current = self.root
         self.error: Optional[BaseException] = None
-        self.named: dict = {}   # barrier id -> [arrived lanes list, generation]
 
     # -- running ----------------------------------------------------------------------------------
     def fork(self, sides: list) -> None:
@@ -163,31 +166,6 @@ class Scheduler:
             if t is not self.current and not t.done and t.what and t is not self.root:
                 out += f"\n  meanwhile {t.name}: {t.what}"
         return out
-
-    # -- named barriers ---------------------------------------------------------------------------
-    def named_barrier(self, bid: int, count: int, lanes: np.ndarray, span: Any, st: Any) -> None:
-        """``bar.sync bid, count`` by ``lanes`` of the running task."""
-        from tegula.backends.emu.context import where
-        from tegula.backends.emu.mbarrier import lanes_text
-
-        rec = self.named.setdefault(bid, [[], 0])
-        arrived = sum(len(x) for x in rec[0]) + len(lanes)
-        if arrived > count:
-            raise SyncError(f"named barrier {bid} for {count} threads reached by {arrived} "
-                            f"({st.rep.block})", span)
-        rec[0].append(lanes)
-        if arrived == count:
-            allv = np.concatenate(rec[0])
-            st.tracker.sync(allv)
-            rec[0], rec[1] = [], rec[1] + 1
-            return
-        gen = rec[1]
-        self.block(lambda: rec[1] != gen, None,
-                   lambda: SyncError(f"deadlock: named barrier {bid} waits for {count} threads, "
-                                     f"{arrived} of them arrived ({lanes_text(lanes)} among them) and "
-                                     f"no other thread can arrive ({st.rep.block})\n"
-                                     f"  {lanes_text(lanes)}: {where(span)}" + self.describe_waits(), span),
-                   what=f"{lanes_text(lanes)} wait at named barrier {bid}: {where(span)}")
 
 
 # -- warp-specialized regions ------------------------------------------------------------------
