@@ -14,7 +14,7 @@ from emu_util import ex
 
 # what orders memory or threads in the lowered Hopper code
 SYNC = ("tl::mbarrier_wait", "tl::mbarrier_arrive", "tl::mbarrier_arrive_expect_tx", "tl::mbarrier_expect_tx",
-        "sync_threads", "tl::named_barrier_sync", "tl::fence_proxy_async", "tl::fence_barrier_init",
+        "sync_threads", "tl::named_barrier_sync", "tl::named_barrier_arrive", "tl::fence_proxy_async", "tl::fence_barrier_init",
         "tl::wgmma_fence", "tl::wgmma_commit_group", "tl::wgmma_wait_group", "tl::wgmma_fence_operands",
         "tl::cp_async_wait", "tl::cp_async_commit", "tl::tma_store_wait", "tl::tma_store_commit")
 
@@ -34,6 +34,10 @@ KERNELS: dict[str, Callable[[], Any]] = {
                                                                              num_stages=2, threads=256),
     "flash_attention_ws": lambda: ex("flash_attention").flash_attention(1, 1, 256, 64, block_M=128, num_stages=2,
                                                                         threads=256),
+    # the same with its two consumer warpgroups issuing their gemms in turn (tegula.ws_pingpong:
+    # bar.sync of its own turn, bar.arrive on the next one's)
+    "flash_attention_pingpong": lambda: ex("flash_attention").flash_attention(1, 1, 256, 64, block_M=128,
+                                                                              num_stages=2, threads=256),
     # the accumulator staged through shared memory and stored by TMA (tegula.tma_store)
     "gemm_tma_store": lambda: ex("gemm").matmul.get_tir(128, 256, 128, 128, 128, 32, 2, 256),
     # the default sm_90a GEMM: warp-specialized, one k-tile of wgmma in flight, the accumulator
@@ -54,6 +58,8 @@ NO_WS = {"tl.disable_warp_specialized": True, "tegula.tma_store": False}
 CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": False},
            "flash_attention_overlap": {**NO_WS, "tegula.softmax_overlap": True},
            "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True},
+           "flash_attention_pingpong": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True,
+                                        "tegula.ws_pingpong": True},
            "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True},
            "gemm_ws_tma_store": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True},
            "gemm_persistent": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,

@@ -1,7 +1,8 @@
 """Mutation test of the Hopper emulator's checks: every barrier wait, arrive, expect_tx, fence,
 commit and wait_group of the lowered sm_90a GEMM (TMA and cp.async feeds) and flash attention is
-removed, one at a time, and the emulator must *report* each mutant as a located tegula error
-naming a buffer or a barrier and a line of the kernel (a wrong result alone does not count).
+removed (also each named barrier's bar.sync and bar.arrive of the ping-pong form), one at a
+time, and the emulator must *report* each mutant as a located tegula error naming a buffer or a
+barrier and a line of the kernel (a wrong result alone does not count).
 
 The only mutants allowed to pass are equivalent ones, found from the IR itself: a
 ``fence.proxy.async`` before a wgmma whose shared operands no generic store ever writes (only the
@@ -31,7 +32,8 @@ from hopper_util import KERNELS, SYNC, Mutate, lowered, sync_statements, without
 
 LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention": "flash_attention.py:",
          "gemm_ws_overlap": "gemm.py:", "flash_attention_overlap": "flash_attention.py:",
-         "flash_attention_ws": "flash_attention.py:", "gemm_tma_store": "gemm.py:",
+         "flash_attention_ws": "flash_attention.py:", "flash_attention_pingpong": "flash_attention.py:",
+         "gemm_tma_store": "gemm.py:",
          "gemm_ws_tma_store": "gemm.py:", "gemm_persistent": "gemm.py:"}
 
 
@@ -159,8 +161,11 @@ def test_every_mutant_is_reported(name, cases):
     stmts = sync_statements(low)
     kinds = {s.value.name for s in stmts}
     need = {"tl::wgmma_fence", "tl::wgmma_wait_group", "sync_threads"}
-    if name in ("gemm_cp_async", "flash_attention", "flash_attention_overlap", "flash_attention_ws"):  # generic writes that wgmma reads (TMA-only tiles need none)
+    if name in ("gemm_cp_async", "flash_attention", "flash_attention_overlap", "flash_attention_ws",
+                "flash_attention_pingpong"):  # generic writes that wgmma reads (TMA-only tiles need none)
         need.add("tl::fence_proxy_async")
+    if name == "flash_attention_pingpong":  # the turns: each warpgroup's bar.sync, the next one's bar.arrive
+        need |= {"tl::named_barrier_sync", "tl::named_barrier_arrive"}
     need |= {"tl::cp_async_wait"} if name == "gemm_cp_async" else {"tl::mbarrier_wait", "tl::mbarrier_arrive"}
     if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent"):  # the generic writes of the staged tile, then the copy engine's reads
         need |= {"tl::fence_proxy_async", "tl::tma_store_commit", "tl::tma_store_wait"}
@@ -177,7 +182,7 @@ def test_every_mutant_is_reported(name, cases):
         except (RaceError, SyncError) as e:
             msg = str(e)
             assert LINES[name] in msg, msg
-            assert re.search(r"(shared buffer|mbarrier|register) '", msg), msg
+            assert re.search(r"(shared buffer|mbarrier|register|shared memory:) '|named barrier \d+", msg), msg
             reports[i] = msg.splitlines()[0]
             continue
         except TegulaError as e:  # any other located error is a report too, but say which
@@ -193,6 +198,11 @@ def test_every_mutant_is_reported(name, cases):
         by_kind.setdefault(stmts[i].value.name, set()).add(first.split(" on ")[0].split(":")[0])
     if "tl::mbarrier_arrive" in by_kind:
         assert any("deadlock" in k for k in by_kind["tl::mbarrier_arrive"])
+    if name == "flash_attention_pingpong":  # a turn never given deadlocks; one never taken is left open
+        assert "deadlock" in by_kind["tl::named_barrier_arrive"], by_kind
+        syncs = by_kind["tl::named_barrier_sync"]
+        assert any(k.startswith("the block ends with named barrier 9") for k in syncs), by_kind
+        assert any(re.fullmatch(r"named barrier \d+", k) for k in syncs), by_kind  # an arrival twice in a phase
     if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent"):
         assert "generic-proxy write read by the async proxy without fence.proxy.async" in by_kind["tl::fence_proxy_async"]
         # the last tile's store outlives the block; a persistent block's earlier stores, the next tile's writes

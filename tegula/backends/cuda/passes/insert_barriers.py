@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from tegula.ir import dtype as dt
-from tegula.ir.expr import Builtin, BufferLoad, Var, const
+from tegula.ir.expr import Builtin, BufferLoad, Const, Var, const
 from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, While, seq)
 from tegula.ir.visitor import Mutator, Visitor, uses_var
@@ -39,8 +39,12 @@ _WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill":
 _ORDERED_ELSEWHERE = ("tl::tma_load",)
 
 
-def _is_sync(s: Stmt, name: str = "sync_threads") -> bool:
-    return isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name == name
+def _is_sync(s: Stmt, name: str = "sync_threads", bar_id: Optional[int] = None) -> bool:
+    """``s`` is the barrier ``name`` (with ``bar_id``: the named barrier of that id, not another
+    one, such as the turns of ping-pong warpgroups)."""
+    if not (isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name == name):
+        return False
+    return bar_id is None or (isinstance(s.value.args[0], Const) and s.value.args[0].value == bar_id)
 
 
 def _region_pair(s: IfThenElse) -> bool:
@@ -144,10 +148,11 @@ class _Inserter:
         self.lets: dict = {}  # the lets seen so far, for disjoint_stores
         self.sync = barrier  # the barrier this code's threads meet at
         self.sync_name = "sync_threads"
+        self.sync_id: Optional[int] = None  # a region's named barrier id
         self.loops = 0  # loops around the statement being visited
 
     def is_sync(self, s: Stmt) -> bool:
-        return _is_sync(s, self.sync_name)
+        return _is_sync(s, self.sync_name, self.sync_id)
 
     def uniform(self, *nodes: Any) -> bool:
         return not any(n is not None and uses_var(n, self.varying) for n in nodes)
@@ -237,7 +242,7 @@ class _Inserter:
         inner.varying = list(self.varying)
         inner.lets = dict(self.lets)
         inner.sync = lambda: Evaluate(Builtin("tl::named_barrier_sync", (const(bar_id), const(n)), dt.bool_))
-        inner.sync_name = "tl::named_barrier_sync"
+        inner.sync_name, inner.sync_id = "tl::named_barrier_sync", bar_id
         ist = _State()
         body = inner.block(_stmts(cond_if.then), ist)
         if self.loops and _head_conflicts(body, ist, inner.is_sync):  # the region's next run (in a loop)
@@ -292,11 +297,13 @@ def _stmts(s: Any) -> list[Stmt]:
 def _hoistable_barrier(body: list[Stmt], given: list[Stmt], is_sync: Any) -> Optional[int]:
     """The index of the barrier this pass put into ``body`` (not one of the ``given``
     statements) ahead of every shared access of the body, which can go before the loop; else
-    None. Statements before it may only be mbarrier calls and lets reading no shared memory."""
+    None. Statements before it may only be mbarrier calls, other named barriers (ping-pong turns)
+    and lets reading no shared memory."""
     for i, s in enumerate(body):
         if is_sync(s):
             return None if any(s is g for g in given) else i
-        mbarrier = isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name.startswith("tl::mbarrier_")
+        call = s.value.name if isinstance(s, Evaluate) and isinstance(s.value, Builtin) else ""
+        mbarrier = call.startswith("tl::mbarrier_") or call in ("tl::named_barrier_sync", "tl::named_barrier_arrive")
         if not (mbarrier or isinstance(s, LetStmt) and accesses(s) == (set(), set())):
             return None
     return None
