@@ -58,6 +58,9 @@ WS_TMA_PROLOGUE = {PassConfigKey.TEGULA_WS_TMA_PROLOGUE: True}
 # attention's softmax overlap in warp-specialized form (a TMA producer warpgroup, K and V rings,
 # consumers without a block barrier), forced on at every head dim
 WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
+# the consumer warpgroups of attention's overlap split issuing their gemms in turn (ws_pingpong.py), on / off
+WS_PINGPONG = {PassConfigKey.TEGULA_WS_PINGPONG: True}
+NO_PINGPONG = {PassConfigKey.TEGULA_WS_PINGPONG: False}
 # the accumulator stored from registers (TmaStores' fragment form off: the default before it)
 NO_TMA_STORE = {PassConfigKey.TEGULA_TMA_STORE: False}
 # warp-specialized GEMMs on a persistent grid of one block per SM (WarpSpecialize, persistent_tiles.py)
@@ -206,6 +209,8 @@ def _rounds(row: dict, rounds: int, flops: float, fns: dict) -> None:
 CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
 # labels timed at d128 only (where attention is split by default)
 D128_ONLY = ("ws_tma_prologue",)
+# labels timed at d128 without the causal mask only (the softmax overlap's split, where ping-pong applies)
+FULL_D128_ONLY = ("ws_pingpong", "no_pingpong")
 # labels timed only when --extra names them (the rest of the four combinations of the softmax
 # overlap and the block order, and the GEMM on a persistent grid, measured on 2026-12-01: BENCHMARKS.md)
 EXTRA = ("no_overlap", "tma_no_order", "persistent")
@@ -256,6 +261,10 @@ def attention_section(args):
                                                           out_idx=[-1], target="cuda", pass_configs=TMA_NO_ORDER)),
                 ("ws_tma_prologue", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
                                                              out_idx=[-1], target="cuda", pass_configs=WS_TMA_PROLOGUE)),
+                ("ws_pingpong", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
+                                                         out_idx=[-1], target="cuda", pass_configs=WS_PINGPONG)),
+                ("no_pingpong", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
+                                                         out_idx=[-1], target="cuda", pass_configs=NO_PINGPONG)),
                 ("wgmma_cpasync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
                                                            target="cuda", pass_configs=NO_TMA)),
                 ("mma_sync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
@@ -263,7 +272,8 @@ def attention_section(args):
                 ("tilelang", lambda c: tl_ex.flash_attention(batch, heads, seq, dim, causal, 1, *c)),
             ):
                 if label in args.skip or (label in CAUSAL_ONLY and not causal) or \
-                        (label in EXTRA and label not in args.extra) or (label in D128_ONLY and dim != 128):
+                        (label in EXTRA and label not in args.extra) or (label in D128_ONLY and dim != 128) or \
+                        (label in FULL_D128_ONLY and (dim != 128 or causal)):
                     continue
                 if label == "tilelang":
                     if tl_ex is None:
@@ -302,10 +312,12 @@ def attention_section(args):
                                                       "tilelang_tflops", "mma_sync_tflops", "wgmma_cpasync_tflops",
                                                       "no_ws_tflops", "before_overlap_tflops", "no_block_order_tflops",
                                                       "no_overlap_tflops", "tma_no_order_tflops", "ws_tma_prologue_tflops", "wgmma_tflops",
-                                                      "wgmma_config", "ws_overlap_tflops", "ws_overlap_config"])
+                                                      "wgmma_config", "ws_overlap_tflops", "ws_overlap_config", "ws_pingpong_tflops",
+                                                      "no_pingpong_tflops"])
     if args.rounds:
         table(f"Flash attention forward, interleaved rounds (median of {args.rounds}; TFLOP/s)", rows,
-              ["shape", "dim", "causal"] + [f"{lb}_rounds_tflops" for lb in ("cudnn", "flash", "tilelang", "wgmma")]
+              ["shape", "dim", "causal"] + [f"{lb}_rounds_tflops" for lb in ("cudnn", "flash", "tilelang", "wgmma",
+                                                                              "ws_pingpong", "no_pingpong")]
               + ["wgmma_vs_tilelang_rounds"])
     return rows
 

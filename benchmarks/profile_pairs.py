@@ -5,7 +5,8 @@ range ``prof`` so that a profiler can pick that launch alone; its CUDA source is
         python benchmarks/profile_pairs.py CASE tegula|tilelang OUTDIR
 
 CASE: attn128, attn128c (flash attention fwd d128, 4x16x4096, causal), attn64, attn128-tma,
-attn128c-tma and attn128c-ws (tegula's two forms of the softmax overlap), gemm16 (fp16
+attn128c-tma and attn128c-ws (tegula's two forms of the softmax overlap), attn128-pp and
+attn128-nopp (ping-pong of the consumer warpgroups on and off), gemm16 (fp16
 4096^3, 128x256x64, 3 stages, 256 threads), gemm16-8192 (the same at 8192^3), or a case of bench_corpus.py (mla_decode, gemv, ...).
 ``benchmarks/run_profile_device.sh`` runs it for a list of cases on the GPU.
 """
@@ -28,6 +29,9 @@ HOPPER = {
     "attn128-tma": dict(dim=128, causal=False, configs={"tl.disable_warp_specialized": True}),
     "attn128c-ws": dict(dim=128, causal=True, configs={"tegula.warp_specialize": True}),
     "attn128c-tma": dict(dim=128, causal=True, configs={"tl.disable_warp_specialized": True}),
+    # the consumer warpgroups of the overlap's split in turns (ws_pingpong.py), on and off
+    "attn128-pp": dict(dim=128, causal=False, configs={"tegula.ws_pingpong": True}),
+    "attn128-nopp": dict(dim=128, causal=False, configs={"tegula.ws_pingpong": False}),
 }
 
 
