@@ -65,6 +65,9 @@ NO_PINGPONG = {PassConfigKey.TEGULA_WS_PINGPONG: False}
 NO_TMA_STORE = {PassConfigKey.TEGULA_TMA_STORE: False}
 # warp-specialized GEMMs on a persistent grid of one block per SM (WarpSpecialize, persistent_tiles.py)
 PERSISTENT = {PassConfigKey.TEGULA_PERSISTENT: True}
+# warp-specialized GEMMs in 2-block clusters sharing the A tile by TMA multicast (tma_multicast.py)
+CLUSTER = {PassConfigKey.TEGULA_CLUSTER: True}
+NO_CLUSTER = {PassConfigKey.TEGULA_CLUSTER: False}
 
 
 def tilelang_example(name: str):
@@ -122,6 +125,10 @@ def gemm_section(args):
                 ("wgmma", cfgs, lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1], target="cuda")),
                 ("persistent", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
                                                                    out_idx=[-1], target="cuda", pass_configs=PERSISTENT)),
+                ("cluster", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
+                                                                out_idx=[-1], target="cuda", pass_configs=CLUSTER)),
+                ("no_cluster", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
+                                                                   out_idx=[-1], target="cuda", pass_configs=NO_CLUSTER)),
                 ("no_tma_store", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
                                                                      out_idx=[-1], target="cuda",
                                                                      pass_configs=NO_TMA_STORE)),
@@ -178,6 +185,8 @@ def gemm_section(args):
                     row["wgmma_vs_no_tma_store"] = w / row["no_tma_store_tflops"]
                 if row.get("persistent_tflops"):
                     row["persistent_vs_wgmma"] = row["persistent_tflops"] / w
+                if row.get("cluster_tflops"):
+                    row["cluster_vs_wgmma"] = row["cluster_tflops"] / w
             rows.append(row)
             print(row)
     table("GEMM (TFLOP/s)", rows, ["dtype", "shape", "cublas_tflops", "tilelang_tflops", "mma_sync_tflops",
@@ -185,10 +194,12 @@ def gemm_section(args):
                                    "no_tma_store_tflops", "no_tma_store_config",
                                    "wgmma_overlap_tflops",
                                    "wgmma_overlap_config", "persistent_tflops", "persistent_config",
+                                   "cluster_tflops", "cluster_config", "no_cluster_tflops",
                                    "wgmma_vs_cublas", "wgmma_vs_tilelang"])
     if args.rounds:
         table(f"GEMM, interleaved rounds (median of {args.rounds}; TFLOP/s)", rows,
               ["dtype", "shape"] + [f"{lb}_rounds_tflops" for lb in ("cublas", "tilelang", "wgmma", "persistent",
+                                                                      "cluster", "no_cluster",
                                                                       "no_tma_store", "no_ws", "ws_plain")])
     return rows
 

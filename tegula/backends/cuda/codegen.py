@@ -511,7 +511,9 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
         em.line(h)
     em.stmt(k.body)
     bounds = f"{nthreads}, {min_blocks}" if min_blocks > 0 else f"{nthreads}"
-    sig = f'extern "C" __global__ void __launch_bounds__({bounds}) {kname}(' + ", ".join(decls) + ")"
+    cluster = k.annotations.get("cluster")  # launched in thread block clusters (tma_multicast.py)
+    dims = f"__cluster_dims__({', '.join(str(int(c)) for c in (*cluster, 1, 1)[:3])}) " if cluster else ""
+    sig = f'extern "C" __global__ void {dims}__launch_bounds__({bounds}) {kname}(' + ", ".join(decls) + ")"
     text = "\n".join([sig + " {", *em.lines, "}"])
     return text, KernelInfo(kname, grid, block, smem_bytes)  # type: ignore[arg-type]
 

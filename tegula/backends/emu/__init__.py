@@ -67,14 +67,16 @@ from tegula.ir.expr import Var
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.backends import blas
 from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, poison
-from tegula.backends.emu import builtins, exprs, hopper, mbarrier, named_barriers, stmts, warp  # noqa: F401 (rules)
+from tegula.backends.emu import (builtins, cluster, exprs, hopper, mbarrier,  # noqa: F401 (rules)
+                                 named_barriers, stmts, warp)
 from tegula.backends.emu.hopper import check_done
 from tegula.backends.emu.mbarrier import check_balanced
 from tegula.backends.emu.named_barriers import check_named
 from tegula.backends.emu.context import STATE, BufInfo, Ctx
 from tegula.backends.emu.memory import BlockState
 from tegula.backends.emu.races import RaceWarning, Reporter, Tracker
-from tegula.backends.emu.tasks import side_by_side
+from tegula.backends.emu.tasks import Scheduler, side_by_side
+from tegula.backends.emu.cluster import Cluster, check_exit, cluster_clock
 from tegula.backends.memo import new_memo
 from tegula.backends.cuda.passes.plan_shared_memory import smem_layout  # the pool as on the GPU
 
@@ -235,52 +237,106 @@ def _bind(prog: Program, args: Sequence[Any]) -> tuple[list, list]:
     return env, copies
 
 
-def _block_ids(ck: CompiledKernel, grid: list) -> Any:
-    """(bx, by, bz) in launch order, rasterized by ``annotations["swizzle"]`` when present."""
-    gx, gy, gz = (grid + [1, 1, 1])[:3]
+def _logical(ck: CompiledKernel, gx: int, gy: int, x: int, y: int) -> tuple[int, int]:
+    """The block indices the kernel sees at hardware block (x, y): rasterized by
+    ``annotations["swizzle"]`` exactly as the generated code does, else the same."""
     swz = ck.kernel.annotations.get("swizzle")
-    use = bool(swz) and len(ck.block_slots) >= 2 and swz[1] in ("row", "col") and int(swz[0]) > 0
+    if not (bool(swz) and len(ck.block_slots) >= 2 and swz[1] in ("row", "col") and int(swz[0]) > 0):
+        return x, y
+    lid = x + y * gx
+    panel = int(swz[0])
+    fast_n, slow_n = (gx, gy) if swz[1] == "row" else (gy, gx)
+    strip, rem = lid // (panel * slow_n), lid % (panel * slow_n)
+    width = min(panel, fast_n - strip * panel)
+    fast, slow = strip * panel + rem % width, rem // width
+    return (fast, slow) if swz[1] == "row" else (slow, fast)
+
+
+def _clusters(ck: CompiledKernel, grid: list) -> Any:
+    """The blocks in launch order, in clusters of ``annotations["cluster"]`` (``(cx, cy)``; one
+    block each without): lists of (hardware (x, y, z), the indices the kernel sees), by rank."""
+    gx, gy, gz = (grid + [1, 1, 1])[:3]
+    cx, cy = (tuple(ck.kernel.annotations.get("cluster") or (1, 1)) + (1, 1))[:2]
+    if gx % cx or gy % cy:
+        raise ArgumentError(f"a grid of {gx} x {gy} blocks cannot be cut into clusters of {cx} x {cy}")
     for z in range(gz):
-        for lid in range(gx * gy):
-            x, y = lid % gx, lid // gx
-            if use:
-                panel = int(swz[0])
-                fast_n, slow_n = (gx, gy) if swz[1] == "row" else (gy, gx)
-                strip, rem = lid // (panel * slow_n), lid % (panel * slow_n)
-                width = min(panel, fast_n - strip * panel)
-                fast, slow = strip * panel + rem % width, rem // width
-                x, y = (fast, slow) if swz[1] == "row" else (slow, fast)
-            yield x, y, z
+        for y0 in range(0, gy, cy):
+            for x0 in range(0, gx, cx):
+                yield [((x, y, z), (*_logical(ck, gx, gy, x, y), z))
+                       for y in range(y0, y0 + cy) for x in range(x0, x0 + cx)]
+
+
+def _block_state(ck: CompiledKernel, reporter: Reporter, ids: tuple, clock: Any = None, base: int = 0) -> Any:
+    n = ck.nthreads
+    pool_len = -(-max(ck.pool_bytes, 1) // 16) * 16
+    pool = np.full(pool_len, 0xFF, np.uint8)
+    rep = Reporter(reporter.as_warnings)
+    rep.seen = reporter.seen
+    rep.block = "block (" + ", ".join(str(i) for i in ids[:max(1, len(ck.block_slots))]) + ")"
+    st = BlockState(n, pool, Tracker(ck.pool_bytes, ck.unit, ck.sites, rep, n, ck.agents, clock, base),
+                    rep, np.arange(n), np.zeros(n, np.int64))
+    st.shared_infos = ck.shared
+    st.local_slots = {info.index: info.slot for info, _ in ck.locals_}
+    return st
+
+
+def _enter_block(ck: CompiledKernel, env: list, st: Any, ids: tuple, tids: Any) -> None:
+    n = ck.nthreads
+    env[MASK] = None
+    env[STATE] = st
+    for slot, v, var in zip(ck.block_slots, ids, ck.kernel.block_vars):
+        env[slot] = var.dtype.np.type(v)
+    if tids is not None:
+        env[ck.thread_slot] = tids
+    for info in ck.shared:
+        env[info.slot] = st.pool[info.offset:info.offset + info.numel * info.itemsize].view(info.np)
+    for info, p in ck.locals_:
+        env[info.slot] = np.full((info.numel, n), p, info.np)
+    for info, init in ck.vars_:
+        env[info.slot] = np.full(n, init).astype(info.np)
 
 
 def _run_kernel(ck: CompiledKernel, env: list, reporter: Reporter) -> None:
     grid = [f(env) for f in ck.grid]
-    n = ck.nthreads
-    tids = np.arange(n).astype(ck.thread_np) if ck.thread_slot >= 0 else None
-    pool_len = -(-max(ck.pool_bytes, 1) // 16) * 16
-    for ids in _block_ids(ck, grid):
-        reporter.block = "block (" + ", ".join(str(i) for i in ids[:max(1, len(ck.block_slots))]) + ")"
-        pool = np.full(pool_len, 0xFF, np.uint8)
-        st = BlockState(n, pool, Tracker(ck.pool_bytes, ck.unit, ck.sites, reporter, n, ck.agents),
-                        reporter, np.arange(n), np.zeros(n, np.int64))
-        st.shared_infos = ck.shared
-        st.local_slots = {info.index: info.slot for info, _ in ck.locals_}
-        env[MASK] = None
-        env[STATE] = st
-        for slot, v, var in zip(ck.block_slots, ids, ck.kernel.block_vars):
-            env[slot] = var.dtype.np.type(v)
-        if tids is not None:
-            env[ck.thread_slot] = tids
-        for info in ck.shared:
-            env[info.slot] = pool[info.offset:info.offset + info.numel * info.itemsize].view(info.np)
-        for info, p in ck.locals_:
-            env[info.slot] = np.full((info.numel, n), p, info.np)
-        for info, init in ck.vars_:
-            env[info.slot] = np.full(n, init).astype(info.np)
-        ck.body(env)
-        check_balanced(st)
-        check_named(st)
-        check_done(st)
+    tids = np.arange(ck.nthreads).astype(ck.thread_np) if ck.thread_slot >= 0 else None
+    for blocks in _clusters(ck, grid):
+        if len(blocks) == 1:
+            ids = blocks[0][1]
+            st = _block_state(ck, reporter, ids)
+            reporter.block = st.rep.block
+            _enter_block(ck, env, st, ids, tids)
+            ck.body(env)
+            check_balanced(st)
+            check_named(st)
+            check_done(st)
+        else:
+            _run_cluster(ck, env, reporter, blocks, tids)
+
+
+def _run_cluster(ck: CompiledKernel, env: list, reporter: Reporter, blocks: list, tids: Any) -> None:
+    """The blocks of one cluster side by side: tasks of one scheduler, one clock (:mod:`.cluster`)."""
+    size = ck.nthreads + ck.agents
+    clock = cluster_clock(len(blocks), size)
+    sched = Scheduler()
+    cl = Cluster(tuple(ck.kernel.annotations["cluster"]), [], clock)
+    sides = []
+    for r, (_, ids) in enumerate(blocks):
+        st = _block_state(ck, reporter, ids, clock, r * size)
+        st.scheduler = sched
+        cl.add(st)
+        cl.names.append(st.rep.block)
+        e2 = list(env)
+        _enter_block(ck, e2, st, ids, tids)
+
+        def run(e: list, st: Any = st) -> None:
+            st.task = sched.current
+            ck.body(e)
+            check_balanced(st)
+            check_named(st)
+            check_done(st)
+            check_exit(st, ck.kernel.span)
+        sides.append((st.rep.block, run, e2))
+    sched.fork(sides)
 
 
 def execute(func: PrimFunc, args: Sequence[Any], as_warnings: bool = False) -> None:

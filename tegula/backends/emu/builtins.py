@@ -78,7 +78,7 @@ def _sync_threads(e: E.Builtin, ctx: Ctx) -> CExpr:
     def sync(env: list) -> Any:
         st = env[STATE]
         sched = st.scheduler
-        if sched is not None and sched.current is not sched.root:  # inside a warp-specialized branch
+        if sched is not None and sched.current is not (st.task or sched.root):  # inside a warp-specialized branch
             from tegula.backends.emu.named_barriers import arrive
             arrive(st, 0, n, lanes_of(env[MASK], n), span, True)
             return np.True_

@@ -53,6 +53,7 @@ from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, wher
 from tegula.backends.emu.exprs import dims_of
 from tegula.backends.emu.memory import check_tma_sources
 from tegula.backends.emu.mbarrier import bar_of, fence_inits, lanes_text, settle
+from tegula.backends.emu.cluster import multicast_targets, remote_bar
 
 WARPGROUP = 128
 SWIZZLE_BYTES = {0: 0, 1: 32, 2: 64, 3: 128}    # CUtensorMapSwizzle -> bytes
@@ -230,48 +231,71 @@ def _lane_coords(env: list, fns: list, lane: int, n: int) -> list:
     return [int(np.broadcast_to(np.asarray(f(env)), (n,))[lane]) for f in fns]
 
 
-@builtin_rule("tl::tma_load")
-def _tma_load(e: E.Builtin, ctx: Ctx) -> CExpr:
-    span = e.span or ctx.span
-    fd, dinfo = compile_addr(e.args[0], ctx, "tl::tma_load")
-    if dinfo.scope != "shared":
-        raise UnsupportedError(f"tl::tma_load must write shared memory, not '{dinfo.name}'", span)
-    box = _Box(_tma_map(e, ctx, e.args[1]), ctx, span)
-    fb, _ = compile_addr(e.args[2], ctx, "tl::tma_load")
-    fcs = _compile_coords(e, ctx, 3)
-    if len(fcs) != len(box.box):
-        raise UnsupportedError(f"tl::tma_load: {len(fcs)} coordinates for a {len(box.box)}-d tensor map", span)
-    site = ctx.site(dinfo, "TMA load", span)
-    n = ctx.nthreads
-    gslot = box.ginfo.slot
+def _tma_load_rule(multicast: bool) -> Callable:
+    """``tl::tma_load(dst, map, bar, c...)``, or with ``multicast`` ``tl::tma_load_multicast(dst,
+    map, bar, mask, c...)``: the box lands at ``dst``'s offset in every block of the cluster whose
+    bit ``mask`` sets, counted on the mbarrier at ``bar``'s offset there (:mod:`.cluster`)."""
+    def rule(e: E.Builtin, ctx: Ctx) -> CExpr:
+        span = e.span or ctx.span
+        fd, dinfo = compile_addr(e.args[0], ctx, e.name)
+        if dinfo.scope != "shared":
+            raise UnsupportedError(f"{e.name} must write shared memory, not '{dinfo.name}'", span)
+        box = _Box(_tma_map(e, ctx, e.args[1]), ctx, span)
+        fb, _ = compile_addr(e.args[2], ctx, e.name)
+        fmask = compile_expr(e.args[3], ctx).fn if multicast else None
+        fcs = _compile_coords(e, ctx, 4 if multicast else 3)
+        if len(fcs) != len(box.box):
+            raise UnsupportedError(f"{e.name}: {len(fcs)} coordinates for a {len(box.box)}-d tensor map", span)
+        site = ctx.site(dinfo, "TMA load", span)
+        n = ctx.nthreads
+        gslot = box.ginfo.slot
+        what = "a multicast TMA load" if multicast else "a TMA load"
 
-    def issue(env: list) -> Any:
-        st = env[STATE]
-        tr = st.tracker
-        dst, baddr = fd(env), fb(env)
-        bflat = np.broadcast_to(np.asarray(baddr.flat), (n,))
-        for lane in lanes_of(env[MASK], n):
-            lane = int(lane)
-            elem = int(bflat[lane])
-            b = bar_of(env, baddr, elem, span, "a TMA load", np.array([lane]))
-            if not b.fenced:
-                raise SyncError(f"a TMA load completes on mbarrier '{b.name}', whose initialization was "
-                                f"not fenced for the async proxy ({st.rep.block})\n"
-                                f"  thread {lane}: {where(span)}\n"
-                                f"  thread {b.init_thread}: {where(b.init_span)}", span,
-                                hint="tl::fence_barrier_init() (fence.mbarrier_init) after initializing "
-                                "the barriers, before the block barrier that publishes them")
-            flat, ok = box.elements(env, _lane_coords(env, fcs, lane, n))
-            base = _smem_dst(st, dinfo, dst, lane, box, span, "TMA load")
-            pos = box.smem(base)
-            if b.agent < 0:
-                b.agent = tr.agent(f"the TMA load on mbarrier '{b.name}'", "tma")
-            tr.join_agent(b.agent, lane)
-            units = units_of(pos, tr.unit)[None, :]
-            tr.issue(units, np.array([b.agent]), site, dinfo, tag=b.phase, distinct=True)
-            b.inflight.append(TmaCopy(pos, env[gslot], flat, ok, units, box.nbytes, site, dinfo, lane))
-        return np.True_
-    return CExpr(issue, False)
+        def issue(env: list) -> Any:
+            st = env[STATE]
+            dst, baddr = fd(env), fb(env)
+            bflat = np.broadcast_to(np.asarray(baddr.flat), (n,))
+            masks = np.broadcast_to(np.asarray(fmask(env)), (n,)) if fmask is not None else None
+            for lane in lanes_of(env[MASK], n):
+                lane = int(lane)
+                elem = int(bflat[lane])
+                flat, ok = box.elements(env, _lane_coords(env, fcs, lane, n))
+                base = _smem_dst(st, dinfo, dst, lane, box, span, "TMA load")
+                if masks is None:
+                    targets = [(st, bar_of(env, baddr, elem, span, what, np.array([lane])))]
+                else:
+                    targets = [(p, remote_bar(env, p, baddr, elem, np.array([lane]), span, what))
+                               for p in multicast_targets(env, int(masks[lane]), span)]
+                for dst_st, b in targets:
+                    _issue_box(st, dst_st, b, lane, box, flat, ok, base, site, dinfo, env[gslot], span)
+            return np.True_
+        return CExpr(issue, False)
+    return rule
+
+
+def _issue_box(st: Any, dst_st: Any, b: Any, lane: int, box: "_Box", flat: np.ndarray, ok: np.ndarray,
+               base: int, site: int, dinfo: Any, src: np.ndarray, span: Any) -> None:
+    """Thread ``lane`` of block ``st`` starts one box into block ``dst_st``'s shared memory at byte
+    ``base``, counted on ``b`` (of ``dst_st``): the copy engine of ``b`` is ordered after the lane."""
+    if not b.fenced:
+        raise SyncError(f"a TMA load completes on mbarrier '{b.name}', whose initialization was "
+                        f"not fenced for the async proxy ({dst_st.rep.block})\n"
+                        f"  thread {lane}: {where(span)}\n"
+                        f"  thread {b.init_thread}: {where(b.init_span)}", span,
+                        hint="tl::fence_barrier_init() (fence.mbarrier_init) after initializing "
+                        "the barriers, before the block barrier that publishes them")
+    tr = dst_st.tracker
+    pos = box.smem(base)
+    if b.agent < 0:
+        b.agent = tr.agent(f"the TMA load on mbarrier '{b.name}'", "tma")
+    tr.vc[b.agent] = np.maximum(tr.vc[b.agent], st.tracker.vc[lane])
+    units = units_of(pos, tr.unit)[None, :]
+    tr.issue(units, np.array([b.agent]), site, dinfo, tag=b.phase, distinct=True)
+    b.inflight.append(TmaCopy(pos, src, flat, ok, units, box.nbytes, site, dinfo, lane))
+
+
+builtin_rule("tl::tma_load")(_tma_load_rule(False))
+builtin_rule("tl::tma_load_multicast")(_tma_load_rule(True))
 
 
 def land_tma(st: Any, b: Any, c: TmaCopy) -> None:
@@ -308,7 +332,7 @@ def _tma_store(e: E.Builtin, ctx: Ctx) -> CExpr:
             if rec is None:
                 rec = h.stores[lane] = [tr.agent(f"thread {lane}'s TMA store", "tma_store"), [], None]
             tr.join_agent(rec[0], lane)
-            rec[2] = (int(tr.vc[rec[0], rec[0]]), span, sinfo.name)  # the last store: waited for by the end?
+            rec[2] = (int(tr.own(rec[0])), span, sinfo.name)  # the last store: waited for by the end?
             tr.async_read(units_of(pos, tr.unit), rec[0], np.array([lane]), site, sinfo)
             flat, ok = box.elements(env, _lane_coords(env, fcs, lane, n))
             vals = np.ascontiguousarray(st.pool[pos]).view(gdt)
@@ -328,8 +352,8 @@ def _tma_store_commit(e: E.Builtin, ctx: Ctx) -> CExpr:
         for lane in lanes_of(env[MASK], n):
             rec = h.stores.get(int(lane))
             if rec is not None:  # an empty group counts too (tma_store_wait<N> counts groups)
-                rec[1].append(int(st.tracker.vc[rec[0], rec[0]]))
-                st.tracker.vc[rec[0], rec[0]] += 1
+                rec[1].append(int(st.tracker.own(rec[0])))
+                st.tracker.tick(rec[0])
         return np.True_
     return CExpr(commit, False)
 
@@ -347,7 +371,7 @@ def _tma_store_wait(e: E.Builtin, ctx: Ctx) -> CExpr:
             if rec is not None and len(rec[1]) > keep:
                 clk = rec[1][len(rec[1]) - keep - 1]
                 tr = st.tracker
-                tr.vc[int(lane), rec[0]] = max(int(tr.vc[int(lane), rec[0]]), clk)
+                tr.see(int(lane), rec[0], clk)
         return np.True_
     return CExpr(wait, False)
 
@@ -658,8 +682,8 @@ def _wgmma_commit(e: E.Builtin, ctx: Ctx) -> CExpr:
         tr = st.tracker
         for g, _ in _warpgroups(env, n, span, "wgmma.commit_group"):
             w = h.warpgroup(st, g)
-            w.groups.append(int(tr.vc[w.agent, w.agent]))
-            tr.vc[w.agent, w.agent] += 1
+            w.groups.append(int(tr.own(w.agent)))
+            tr.tick(w.agent)
         return np.True_
     return CExpr(commit, False)
 
@@ -687,7 +711,7 @@ def _wgmma_wait(e: E.Builtin, ctx: Ctx) -> CExpr:
                     arr[:, sl][done] = r.pend[:, sl][done]
                     grp[done] = -1
                     r.unpinned[:, sl][done] = True
-            tr.vc[lanes, w.agent] = np.maximum(tr.vc[lanes, w.agent], w.groups[limit - 1])
+            tr.see(lanes, w.agent, w.groups[limit - 1])
         return np.True_
     return CExpr(wait, False)
 
@@ -758,7 +782,7 @@ def check_done(st: Any) -> None:
     if h is None:
         return
     for lane, (agent, _, last) in sorted(h.stores.items()):
-        if last is not None and int(st.tracker.vc[lane, agent]) < last[0]:
+        if last is not None and int(st.tracker.seen(lane, agent)) < last[0]:
             raise RaceError(f"the block ends while a TMA store may still read shared buffer '{last[2]}': thread "
                             f"{lane} never waited for it (no tma_store_commit, then tma_store_wait, after it) "
                             f"({st.rep.block})\n  thread {lane}'s TMA store: {where(last[1])}", last[1],

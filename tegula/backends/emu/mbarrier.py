@@ -95,7 +95,7 @@ def bar_of(env: list, addr: Any, elem: int, span: Any, what: str, lanes: Optiona
                         f"({st.rep.block})", span, hint="allocate barriers with T.alloc_barrier(arrive_count)")
     if lanes is not None and len(lanes):
         tr = st.tracker
-        late = lanes[(lanes != b.init_thread) & (tr.vc[lanes, b.init_thread] < b.init_clk)]
+        late = lanes[(lanes != b.init_thread) & (tr.seen(lanes, b.init_thread) < b.init_clk)]
         if len(late):
             raise SyncError(f"{what} on mbarrier '{b.name}' by {lanes_text(late)} before its initialization "
                             f"by thread {b.init_thread} is ordered before them ({st.rep.block})\n"
@@ -112,7 +112,7 @@ def settle(st: Any, b: Bar) -> None:
         vec = b.vec
         if b.agent >= 0:
             vec = np.maximum(vec, tr.vc[b.agent])
-            tr.vc[b.agent, b.agent] += 1
+            tr.tick(b.agent)
         b.done[b.phase & 1] = vec
         b.phase += 1
         b.pending, b.vec = b.count, np.zeros_like(b.vec)
@@ -136,7 +136,7 @@ def _init(e: E.Builtin, ctx: Ctx) -> CExpr:
         st = env[STATE]
         addr = fa(env)
         count = int(np.max(fc(env)))
-        size = st.tracker.vc.shape[0]
+        size = st.tracker.vc.shape[1]
         for elem, lanes in _sites(env, addr, n):
             t = int(lanes[0])
             old = st.mbarriers.get((addr.buf.index, elem))
@@ -144,7 +144,7 @@ def _init(e: E.Builtin, ctx: Ctx) -> CExpr:
                 raise SyncError(f"mbarrier '{old.name}' is initialized again while its phase {old.phase} "
                                 f"still has {old.state()} ({st.rep.block})", span)
             st.mbarriers[(addr.buf.index, elem)] = Bar(f"{addr.buf.name}[{elem}]", count, size, t,
-                                                       int(st.tracker.vc[t, t]), span)
+                                                       int(st.tracker.own(t)), span)
         return np.True_
     return CExpr(init, False)
 

@@ -54,6 +54,9 @@ class BlockState:
     hopper: Any = None                               # hopper.Hopper, made when first needed
     scheduler: Any = None                            # tasks.Scheduler of a warp-specialized block
     named: Any = None                                # named_barriers: barrier id -> Phase
+    task: Any = None                                 # the task running the block (a cluster's block)
+    cluster: Any = None                              # cluster.Cluster the block belongs to, if any
+    rank: int = 0                                    # its rank in that cluster (%cluster_ctarank)
 
     def pool_view(self, d: np.dtype) -> np.ndarray:
         v = self.views.get(d)

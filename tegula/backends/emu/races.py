@@ -79,21 +79,27 @@ class Tracker:
     """
 
     def __init__(self, pool_bytes: int, unit: int, sites: list, reporter: Reporter,
-                 nthreads: int = 1, agents: int = 0):
+                 nthreads: int = 1, agents: int = 0, clock: Optional[np.ndarray] = None, base: int = 0):
         n = max(1, -(-pool_bytes // unit))
         self.unit = unit
         self.sites: list[Site] = sites
         self.rep = reporter
         self.nthreads = nthreads
         size = nthreads + agents
-        self.vc = np.zeros((size, size), np.int32)
-        np.fill_diagonal(self.vc, 1)
-        self._vflat = self.vc.reshape(-1)   # a view: vc[a, b] is _vflat[a * size + b]
-        self._size = size
+        if clock is None:  # a block of its own: its agents are the whole clock
+            clock = np.zeros((size, size), np.int32)
+            np.fill_diagonal(clock, 1)
+        # a thread block cluster shares one clock (:func:`cluster_clock`): the block's agents are
+        # its rows ``base ..``; columns are every agent of the cluster, so what a peer's agents
+        # published (remote arrives, multicast copies, cluster barriers) orders the block's too
+        self.base = base
+        self.vc = clock[base:base + size]
+        self._vflat = self.vc.reshape(-1)   # a view: vc[a, b] is _vflat[a * width + base + b]
+        self._size = clock.shape[1]
         self.names: dict[int, str] = {}
         self.kinds: dict[int, str] = {}
         self.fence_clk = np.zeros(nthreads, np.int32)          # own clock at the last proxy fence
-        self.fence_vc = np.zeros((nthreads, size), np.int32)   # what the thread saw at that fence
+        self.fence_vc = np.zeros((nthreads, self._size), np.int32)   # what the thread saw at that fence
         self.w_thr = np.full(n, -1, np.int32)
         self.w_clk = np.zeros(n, np.int32)
         self.w_site = np.zeros(n, np.int32)
@@ -124,25 +130,46 @@ class Tracker:
     def who(self, a: int) -> str:
         return f"thread {a}" if a < self.nthreads else self.names.get(a, f"agent {a}")
 
+    def own(self, a: Any) -> Any:
+        """Agent(s) ``a``'s own clock."""
+        return self.vc[a, self.base + np.asarray(a)]
+
+    def tick(self, a: Any) -> None:
+        """Agent(s) ``a`` move on."""
+        self.vc[a, self.base + np.asarray(a)] += 1
+
+    def seen(self, lanes: Any, b: int) -> Any:
+        """The latest clock of this block's agent ``b`` that ``lanes`` are ordered after."""
+        return self.vc[lanes, self.base + b]
+
+    def see(self, lanes: Any, b: int, clk: int) -> None:
+        """``lanes`` are ordered after agent ``b``'s clock ``clk``."""
+        self.vc[lanes, self.base + b] = np.maximum(self.vc[lanes, self.base + b], clk)
+
     def barrier(self) -> None:
         """``__syncthreads()``: every thread is ordered after everything any thread saw (so after
         every read the threads logged: what any of them issues later is too)."""
         t = self.nthreads
         self.vc[:t] = self.vc[:t].max(0)
-        self.vc[np.arange(t), np.arange(t)] += 1
-        if len(self.xr[0]):  # an agent's reads stay: a barrier of the threads does not order them
-            agent = self.xr[1] >= t
+        self.tick(np.arange(t))
+        self.forget_thread_reads()
+
+    def forget_thread_reads(self) -> None:
+        """After a barrier of every thread: the threads' logged reads are ordered before all that
+        follows (an agent's reads stay: a barrier of the threads does not order them)."""
+        if len(self.xr[0]):
+            agent = self.xr[1] >= self.nthreads
             self.xr = tuple(x[agent] for x in self.xr)
 
     def sync(self, lanes: np.ndarray) -> None:
         """A barrier among ``lanes`` only (``bar.sync id, count``)."""
         self.vc[lanes] = self.vc[lanes].max(0)
-        self.vc[lanes, lanes] += 1
+        self.tick(lanes)
 
     def release(self, lanes: np.ndarray) -> np.ndarray:
         """What ``lanes`` publish (an arrive): the join of their clocks; they move on."""
         v = self.vc[lanes].max(0)
-        self.vc[lanes, lanes] += 1
+        self.tick(lanes)
         return v
 
     def acquire(self, lanes: Any, vec: np.ndarray) -> None:
@@ -156,14 +183,14 @@ class Tracker:
     def fence(self, lanes: np.ndarray) -> None:
         """``fence.proxy.async`` by ``lanes``: their generic writes so far (and those they are
         ordered after) become visible to the async proxy."""
-        self.fence_clk[lanes] = self.vc[lanes, lanes]
+        self.fence_clk[lanes] = self.own(lanes)
         self.fence_vc[lanes] = self.vc[lanes]
-        self.vc[lanes, lanes] += 1
+        self.tick(lanes)
 
     def _unordered(self, rows: np.ndarray, agent: np.ndarray, clk: np.ndarray) -> np.ndarray:
         """Per element: ``agent``'s access at ``clk`` is not ordered before agent ``rows``."""
         # an agent of -1 reads a neighbouring entry (clipped into the table), masked off after
-        got = self._vflat.take(rows * self._size + agent, mode="clip")
+        got = self._vflat.take(rows * self._size + self.base + agent, mode="clip")
         return (agent >= 0) & (agent != rows) & (got < clk)
 
     # -- unit arithmetic ------------------------------------------------------------------------
@@ -204,7 +231,7 @@ class Tracker:
         bad = (wb != buf.index) | (self.pend[U] > 0) | self._unordered(L2, wt, self.w_clk[U])
         if bad.any():
             self._read_finding(U, L2, wt, wb, bad, site, buf)
-        own = self.vc[L2, L2]
+        own = self.own(L2)
         take = ~self._unordered(L2, self.r1[U], self.r1_clk[U])
         if take.any():
             ut = U[take]
@@ -236,7 +263,7 @@ class Tracker:
 
     def _before(self, a: np.ndarray, clk: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Per element: agent ``a``'s access at ``clk`` is ordered before agent ``b`` (b >= 0)."""
-        return (b >= 0) & (self.vc[np.where(b >= 0, b, 0), a] >= clk)
+        return (b >= 0) & (self.vc[np.where(b >= 0, b, 0), self.base + a] >= clk)
 
     def _logged_reads(self, U: np.ndarray, L: np.ndarray, clear: bool) -> Optional[tuple]:
         """The first logged read of units ``U`` that the writer of that unit (``L``, per element)
@@ -250,7 +277,7 @@ class Tracker:
         order = np.argsort(U, kind="stable")
         k = order[np.searchsorted(U[order], xu[hit])]    # a writer of each logged unit
         a, c, w = xa[hit], xc[hit], L[k]
-        bad = (a != w) & (self.vc[w, a] < c)
+        bad = (a != w) & (self.vc[w, self.base + a] < c)
         found = None
         if bad.any():
             j = int(np.flatnonzero(bad)[0])
@@ -314,7 +341,7 @@ class Tracker:
         if len(U) > 1:
             self._same_op_conflicts(U, L2, site, buf)
         self.w_thr[U] = L2
-        self.w_clk[U] = self.vc[L2, L2]
+        self.w_clk[U] = self.own(L2)
         self.w_site[U] = site
         self.w_buf[U] = buf.index
         self.r1[U] = -1
@@ -379,7 +406,7 @@ class Tracker:
         if generic.any():
             w = np.where(generic, wt, 0)
             clk = self.w_clk[Uf]
-            seen = self.fence_vc[issuers].max(0)[w] if len(issuers) else np.zeros_like(clk)
+            seen = self.fence_vc[issuers].max(0)[self.base + w] if len(issuers) else np.zeros_like(clk)
             unfenced = generic & (self.fence_clk[w] < clk) & (seen < clk)
             if unfenced.any():
                 i = int(np.flatnonzero(unfenced)[0])

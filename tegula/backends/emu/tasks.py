@@ -46,6 +46,7 @@ class Task:
         self.done = False
         self.started = False
         self.thread: Optional[threading.Thread] = None
+        self.forked = False     # it waits for tasks it forked (their waits say more)
 
 
 class Scheduler:
@@ -65,9 +66,11 @@ class Scheduler:
         me = self.current
         kids = [Task(name, fn, env) for name, fn, env in sides]
         self.tasks.extend(kids)
+        me.forked = True
         self.block(lambda: all(k.done for k in kids), None,
                    lambda: SyncError("deadlock between the branches of a warp-specialized block"),
                    what=f"{me.name} waits for its branches")
+        me.forked = False
 
     def _start(self, t: Task) -> None:
         def body() -> None:
@@ -108,7 +111,8 @@ class Scheduler:
         nxt = self._pick(me)
         if nxt is None:
             waiting = [t for t in self.tasks if not t.done and t.pred is not None]
-            inner = [t for t in waiting if t is not self.root and t.deadlock is not None]
+            inner = sorted((t for t in waiting if t is not self.root and t.deadlock is not None),
+                           key=lambda t: t.forked)
             if inner:
                 self.error = inner[0].deadlock()  # type: ignore[misc]
             return
@@ -133,7 +137,8 @@ class Scheduler:
                         if pred():
                             break
                         if me is self.root:  # name what the branches wait for
-                            inner = [t for t in self.tasks if t is not me and not t.done and t.deadlock]
+                            inner = sorted((t for t in self.tasks if t is not me and not t.done and t.deadlock),
+                                           key=lambda t: t.forked)
                             if inner:
                                 raise inner[0].deadlock()  # type: ignore[misc]
                         raise deadlock()

@@ -79,7 +79,7 @@ def lower_tma_copy(ctx: Ctx, c: Copy, plain: Any) -> Stmt:
     """The copy engine's loads for ``c``; ``plain(copy)`` lowers a copy the ordinary way."""
     bars, stage = c.annotations["tma_bar"], c.annotations["tma_stage"]
     src, dst = c.src, c.dst
-    rest = {k: v for k, v in c.annotations.items() if k not in ("tma_bar", "tma_stage", "tma_user")}
+    rest = {k: v for k, v in c.annotations.items() if k not in ("tma_bar", "tma_stage", "tma_user", "tma_multicast")}
     if c.annotations.get("tma_user"):
         if not ctx.hopper:
             return AttrStmt("hopper_only", "T.tma_copy", plain(Copy(src, dst, rest, span=c.span)),
@@ -92,22 +92,31 @@ def lower_tma_copy(ctx: Ctx, c: Copy, plain: Any) -> Stmt:
                 f"'{dst.buffer.name}' (it needs a static global shape with 16-byte aligned row "
                 f"strides, boxes of at most 256 elements per dimension, and a whole 2-d shared "
                 f"tile of the same dtype)", c.span, hint="use T.copy for this tile")
-    boxes = _boxes(ctx, src, dst)
-    if boxes is None:
+    multicast = c.annotations.get("tma_multicast")  # (rank in the cluster, blocks sharing the tile)
+    boxes = _boxes(ctx, src, dst, multicast)
+    if boxes is None:  # every block of the cluster loads its whole tile the same way
         return plain(Copy(src, dst, rest, span=c.span))
     rows, cols = (int(d) for d in dst.buffer.shape[-2:])
     bar = Builtin("address_of", (ctx.load(bars, (stage,)),), dt.int64, (("ctype", "uint64_t"),))
+    # the whole tile lands here (with multicast: this block's part and its peers')
     stmts: list[Stmt] = [Evaluate(call("tl::mbarrier_expect_tx", bar, rows * cols * src.buffer.dtype.itemsize))]
-    stmts += [Evaluate(call("tl::tma_load", d, tmap, bar, *coords)) for tmap, d, coords in boxes]
+    if multicast:
+        mask = E.const((1 << int(multicast[1])) - 1, dt.uint16)
+        stmts += [Evaluate(call("tl::tma_load_multicast", d, tmap, bar, mask, *coords)) for tmap, d, coords in boxes]
+    else:
+        stmts += [Evaluate(call("tl::tma_load", d, tmap, bar, *coords)) for tmap, d, coords in boxes]
     return IfThenElse(E.compare("eq", ctx.tid, 0), seq(*stmts))
 
 
-def _boxes(ctx: Ctx, glob: Any, tile: Any) -> Optional[list]:
+def _boxes(ctx: Ctx, glob: Any, tile: Any, part: Optional[tuple] = None) -> Optional[list]:
     """(tensor map, shared address, coordinates innermost first) of each box that moves the whole
     shared tile ``tile`` to or from region ``glob`` (one box per block of the tile's shared
-    layout), or None when no swizzle mode reproduces that layout."""
+    layout), or None when no swizzle mode reproduces that layout. ``part`` = (rank, n): only
+    rows ``rank * rows / n ..`` of each box (the part of a multicast tile one block of a cluster
+    loads; a block of the swizzled layout is row-major in rows of its width, so its rows split
+    into contiguous parts)."""
     flat, lay = ctx.shared(tile.buffer)
-    cols = int(tile.buffer.shape[-1])
+    rows, cols = (int(d) for d in tile.buffer.shape[-2:])
     got = _block_width(lay, cols, glob.buffer.dtype.itemsize)
     if got is None:
         return None
@@ -117,11 +126,18 @@ def _boxes(ctx: Ctx, glob: Any, tile: Any) -> Optional[list]:
     starts = list(glob.starts)
     box = [1 if (isinstance(e, int) and e == 1) else int(e) for e in glob.extents]
     box[-1] = W
+    row0: Any = 0
+    if part is not None:
+        rank, n = part
+        dim = max(i for i in range(len(box) - 1) if box[i] == rows)  # the global dimension of the tile's rows
+        box[dim] = rows // int(n)
+        row0 = rank * (rows // int(n))
+        starts[dim] = starts[dim] + row0
     tmap = _map(ctx, glob.buffer, tuple(reversed(box)), TMA_SWIZZLE[sw])
     out = []
     for b in range(cols // W):
         coords = starts[:-1] + [starts[-1] + b * W]
-        out.append((tmap, addr(BufferLoad(flat, (lay.offset(region_index(tile, (0, b * W))),))),
+        out.append((tmap, addr(BufferLoad(flat, (lay.offset(region_index(tile, (row0, b * W))),))),
                     tuple(reversed(coords))))
     return out
 

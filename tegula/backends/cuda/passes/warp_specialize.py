@@ -82,6 +82,7 @@ from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, 
 from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
 from tegula.backends.cuda.passes.tma_pipeline import _one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
 from tegula.backends.cuda.passes.ws_pingpong import turns_for
+from tegula.backends.cuda.passes import tma_multicast as mc
 
 # registers per thread after setmaxnreg: the producer's and the consumers'
 # (40 * 128 + 232 * 256 fits the 64K registers of an SM with one block of 384 threads)
@@ -214,7 +215,8 @@ def _prologue_copies(before: list, rest: list, pinned: Any) -> list[Copy]:
 
 def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0,
                 softmax: Optional[bool] = None, persistent: Optional[int] = None,
-                tma_prologue: Optional[bool] = None, pingpong: Optional[bool] = None) -> Optional[Kernel]:
+                tma_prologue: Optional[bool] = None, pingpong: Optional[bool] = None,
+                cluster: Any = None) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
         return None
@@ -275,8 +277,11 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     it = t * n + local if blocks else local
     stage = it % S
     parity = (it // S) % 2
+    # in clusters (tma_multicast.py): the blocks of a cluster share one operand's tiles
+    plan = None if blocks or not _gemm_loop(consumers) else mc.cluster_plan(k, producers, lets, cluster)
     loads = [Copy(p.src, _Restage(mb, stage).visit(p.dst),
-                  {**p.annotations, "tma_bar": bars, "tma_stage": stage, "tma_user": True}, span=p.span)
+                  {**p.annotations, "tma_bar": bars, "tma_stage": stage, "tma_user": True, **mc.annotate(p, plan)},
+                  span=p.span)
              for p in producers]
     # each iteration: the producer waits for its stage to be free, loads it and arrives on its
     # full barrier; the consumers wait for it, compute, and free it
@@ -297,8 +302,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
         # stage is free. The last k-tile runs after the loop and waits for everything, so the
         # accumulators are complete in straight-line code before the epilogue reads them (ptxas
         # scheduled the reads of a drain after the loop ahead of its wait_group 0)
-        free_prev = IfThenElse(E.compare("gt", local, 0),
-                               call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + (it + S - 1) % S)))
+        free_prev = IfThenElse(E.compare("gt", local, 0), mc.release(plan, barrier_addr(bars, S + (it + S - 1) % S)))
         # it frees no stage where the producer has issued its last load already; a persistent
         # block's producer goes on to the next tile: both stages still held are freed
         free_last = seq(free_prev, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))) \
@@ -311,11 +315,14 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
             last = IfThenElse(nonempty, last)
         compute = [role_loop(consume(1, free_prev), n - 1), last]
     else:
-        compute = [role_loop(consume(0, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))))]
+        compute = [role_loop(consume(0, mc.release(plan, barrier_addr(bars, S + stage))))]
 
-    inits = [(bars, E.const(s), WARPGROUP) for s in range(S)] + [(bars, E.const(S + s), T) for s in range(S)]
+    # a stage is free once every consumer of the cluster released it
+    frees = T * (mc.CLUSTER_SIZE if plan is not None else 1)
+    inits = [(bars, E.const(s), WARPGROUP) for s in range(S)] + [(bars, E.const(S + s), frees) for s in range(S)]
     if not blocks:
-        return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after], pro)
+        return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after], pro,
+                      plan)
     pid = Var("pid")
     split = _split(k, loop, tx, new_allocs, (bars,), inits, [],
                    tile_loop(k, pid, t, blocks, lets, [role_loop(produce)]),
@@ -324,11 +331,13 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
 
 
 def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: list, lets: list, produce: Stmt,
-           consume: list, prologue: tuple = ()) -> Kernel:
+           consume: list, prologue: tuple = (), plan: Optional[mc.ClusterPlan] = None) -> Kernel:
     """The kernel with one more warpgroup: ``produce`` for it, ``consume`` for the kernel's own
     threads, after one thread initialized the mbarriers ``inits`` ((buffer, index, arrivals)).
     ``prologue``: copies the producer issues by TMA before ``produce``, on an mbarrier of their
-    own that the consumers wait for before their first statement touching those tiles."""
+    own that the consumers wait for before their first statement touching those tiles.
+    ``plan``: the kernel runs in clusters (:mod:`.tma_multicast`): cluster barriers after the
+    initialization and before the end, the grid padded to whole clusters."""
     lo_p = T = k.num_threads
     if prologue:
         zero = E.const(0)
@@ -346,7 +355,7 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
 
     init = seq(IfThenElse(E.compare("eq", tx, 0), seq(
         *[call_stmt("tl::mbarrier_init", barrier_addr(b, i), count) for b, i, count in inits],
-        call_stmt("tl::fence_barrier_init"))), call_stmt("sync_threads"))
+        call_stmt("tl::fence_barrier_init"))), call_stmt("sync_threads") if plan is None else mc.cluster_sync())
     # each role runs its own copy of the loop: a wgmma group in flight across the consumers' back
     # edge stays in warpgroup-uniform code (ptxas serializes wgmma in flight across divergent
     # branches), and setmaxnreg applies to the whole of each role
@@ -356,10 +365,13 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
         region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,)), produce),
         region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *consume), span=loop.span)]
     allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + tuple(bars)
-    return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
-                               thread_var=tx,
-                               annotations={**restaged_annotations(k.annotations, new_allocs),
-                                            "warp_specialized": tuple(range(T // WARPGROUP))})
+    ann = {**restaged_annotations(k.annotations, new_allocs), "warp_specialized": tuple(range(T // WARPGROUP))}
+    grid = k.grid
+    if plan is not None:
+        out = [LetStmt(plan.rank, mc.rank_value(), span=loop.span), *out, mc.cluster_sync()]
+        ann["cluster"], grid = plan.dims, plan.grid
+    return dataclasses.replace(k, grid=grid, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
+                               thread_var=tx, annotations=ann)
 
 
 def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict, new_allocs: dict, lets: list,
@@ -403,7 +415,8 @@ def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
                     overlap: Optional[bool] = None, min_blocks: Optional[int] = None,
                     softmax: Optional[bool] = None, persistent: Any = None,
-                    tma_prologue: Optional[bool] = None, pingpong: Optional[bool] = None) -> PrimFunc:
+                    tma_prologue: Optional[bool] = None, pingpong: Optional[bool] = None,
+                    cluster: Any = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
     consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
     ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
@@ -415,14 +428,18 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
     (True: one per SM), :mod:`.persistent_tiles`); ``tma_prologue``: ``tegula.ws_tma_prologue``,
     the producer loads the tiles copied before the loop, see :func:`_prologue_copies`);
     ``pingpong``: ``tegula.ws_pingpong``, the consumer warpgroups of the softmax overlap's split
-    issue their gemms in turn (:mod:`.ws_pingpong`). Raises ConfigError for a bad ``persistent``."""
+    issue their gemms in turn (:mod:`.ws_pingpong`); ``cluster``: ``tegula.cluster``, split
+    loops of gemms run in 2-block clusters sharing one operand's tiles by TMA multicast
+    (:mod:`.tma_multicast`). Raises ConfigError for a bad ``persistent`` or ``cluster``."""
     blocks = check_option(persistent)
+    cluster = mc.check_option(cluster)
     if tma_off:
         return func
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks, tma_prologue, pingpong)
+            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks, tma_prologue, pingpong,
+                              cluster)
             return k if got is None else got
 
     return M().visit(func)

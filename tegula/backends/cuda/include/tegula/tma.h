@@ -90,6 +90,25 @@ TL_DEVICE void tma_load_2d_multicast(void* smem_dst, const TensorMap* desc, uint
       ::"r"(smem_addr(smem_dst)), "l"(desc), "r"(smem_addr(bar)), "h"(cta_mask), "r"(c0), "r"(c1)
       : "memory");
 }
+/// 3-D load multicast to the CTAs of the cluster whose bit is set in cta_mask (same smem offset).
+TL_DEVICE void tma_load_3d_multicast(void* smem_dst, const TensorMap* desc, uint64_t* bar,
+                                     unsigned short cta_mask, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%4, %5, %6}], [%2], %3;\n"
+      ::"r"(smem_addr(smem_dst)), "l"(desc), "r"(smem_addr(bar)), "h"(cta_mask), "r"(c0), "r"(c1),
+      "r"(c2) : "memory");
+}
+/// The multicast loads with the tensor map by reference and the dimension told by the number
+/// of coordinates: what generated code calls (the cluster form of tma_load).
+TL_DEVICE void tma_load_multicast(void* dst, const TensorMap& map, uint64_t* bar,
+                                  unsigned short cta_mask, int c0, int c1) {
+  tma_load_2d_multicast(dst, &map, bar, cta_mask, c0, c1);
+}
+TL_DEVICE void tma_load_multicast(void* dst, const TensorMap& map, uint64_t* bar,
+                                  unsigned short cta_mask, int c0, int c1, int c2) {
+  tma_load_3d_multicast(dst, &map, bar, cta_mask, c0, c1, c2);
+}
 #endif  // TL_SM90A
 
 TL_DEVICE void tma_store_1d(const TensorMap* desc, const void* smem_src, int c0) {

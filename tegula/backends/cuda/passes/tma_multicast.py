@@ -1,0 +1,154 @@
+"""TMA multicast over thread-block clusters (sm_90a), for WarpSpecialize's split GEMM loops.
+
+Two neighbouring blocks of a GEMM that read the same operand tile (the A tile of one row of
+C tiles, for blocks side by side along ``blockIdx.x``) can load it once: launched as a cluster of
+2 blocks, each loads half of the tile's rows and the copy engine writes that half into the shared
+memory of both (``cp.async.bulk.tensor ... .multicast::cluster``, CTA mask ``0b11``), counting
+the bytes on the mbarrier at the same offset in each. Every block still announces the whole tile
+on its own full barrier. Since a block's producer now writes into its peer's stage too, a stage
+is free only when the consumers of *both* blocks have released it: each consumer thread arrives
+on its own empty barrier and on the peer's (``mapa`` + ``mbarrier.arrive.release.cluster``), and
+the empty barriers count the consumers of the cluster. A cluster barrier after the barrier
+initialization (a peer may arrive on them or copy into the stage they guard before this block's
+own threads got there) and one before the end (no block exits while its peer still arrives on its
+barriers) close the kernel. Grids are padded to a multiple of the cluster: the extra block loads
+its part of the shared tile for its peer, and its own tile, wholly out of bounds, is zeros that it
+stores nowhere.
+
+The rule (:func:`cluster_plan`), behind ``tegula.cluster``:
+
+- only split loops of gemms (WarpSpecialize's), not on a persistent grid, in a kernel with a 2-d
+  static grid; the tiles the loop copies are chosen by one block index each (the operand chosen
+  by ``blockIdx.y`` is shared by blocks side by side along x: a 2x1 cluster multicasts it; the
+  one chosen by ``blockIdx.x`` is shared along y: 1x2);
+- 2x1 needs at least 2 tiles along x and blocks of a pair seeing the same ``blockIdx.y``: launch
+  order, or RasterBlocks' / ``T.use_swizzle``'s row strips of an even width; 1x2 needs at least
+  2 tiles along y and launch order;
+- the shared tiles' rows split in two parts of whole 8-row swizzle groups (rows a multiple of 16).
+
+``tegula.cluster``: True (2x1 where it can, else 1x2), ``(2, 1)`` / ``(1, 2)`` (that form only),
+False (never). Unset: :data:`CLUSTER_DEFAULT` (measured, BENCHMARKS.md).
+
+Before/after (the producer of a 2x1 cluster; ``rank`` is ``%cluster_ctarank``)::
+
+    T.tma_copy(A[by * 128, k * 64], A_s[s], barrier=full[s])     # annotation tma_multicast = (rank, 2)
+        -> expect_tx(full[s], 16384); tma_load_multicast(&A_s[s][rank * 64, 0], A_map(64x64), &full[s], 0b11,
+                                                           k * 64, by * 128 + rank * 64)
+    T.mbarrier_arrive(empty[s])                                  # the consumers
+        -> T.mbarrier_arrive(empty[s]); tl::mbarrier_arrive_cluster(&empty[s], rank ^ 1)
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from tegula.arith.simplify import const_int
+from tegula.errors import ConfigError
+from tegula.ir import dtype as dt
+from tegula.ir import expr as E
+from tegula.ir.expr import Builtin, Var
+from tegula.ir.stmt import Copy, Kernel, Stmt, seq
+from tegula.ir.visitor import substitute, uses_var
+from tegula.backends.cuda.passes.pipeline_copies import let_values
+from tegula.backends.cuda.passes.tma_pipeline import call_stmt
+
+# Whether split GEMM loops use clusters when tegula.cluster is unset. Measured on an H200
+# (BENCHMARKS.md, 2026-12-02): see the cluster section there.
+CLUSTER_DEFAULT = False
+# blocks of a cluster (the multicast shares a tile between 2)
+CLUSTER_SIZE = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterPlan:
+    """How a split GEMM kernel runs in clusters: ``dims`` (2, 1) or (1, 2), the copies whose tile
+    the blocks of a cluster share (multicast, by identity), the block's ``rank`` variable and the
+    grid padded to whole clusters."""
+
+    dims: tuple
+    shared: tuple
+    rank: Var
+    grid: tuple
+
+    def multicast(self, c: Copy) -> bool:
+        return any(c is s for s in self.shared)
+
+
+def check_option(option: Any) -> Any:
+    """``tegula.cluster`` as given, normalized: None, False, True, (2, 1) or (1, 2). Raises
+    ConfigError for anything else."""
+    if option is None or isinstance(option, bool):
+        return option
+    if isinstance(option, str) and option.lower() in ("2x1", "1x2"):
+        option = tuple(int(x) for x in option.lower().split("x"))
+    if isinstance(option, (tuple, list)) and tuple(option) in ((2, 1), (1, 2), (2, 1, 1), (1, 2, 1)):
+        return tuple(option)[:2]
+    raise ConfigError(f"pass config tegula.cluster must be a bool, (2, 1) or (1, 2), got {option!r}",
+                      hint="True: 2x1 clusters where the kernel allows, else 1x2; False: none")
+
+
+def _axis_copies(k: Kernel, producers: list, lets: list) -> Optional[tuple[list, list]]:
+    """(copies chosen by blockIdx.y alone, by blockIdx.x alone), or None if a copy is neither."""
+    bx, by = k.block_vars[0], k.block_vars[1]
+    values = let_values(lets)
+    on_y, on_x = [], []
+    for c in producers:
+        starts = [substitute(s, values) for s in c.src.starts]
+        ux, uy = any(uses_var(s, bx) for s in starts), any(uses_var(s, by) for s in starts)
+        if ux == uy:
+            return None
+        (on_y if uy else on_x).append(c)
+    return on_y, on_x
+
+
+def _rows_split(copies: list) -> bool:
+    return all(int(c.dst.buffer.shape[-2]) % (8 * CLUSTER_SIZE) == 0 for c in copies)
+
+
+def cluster_plan(k: Kernel, producers: list, lets: list, option: Any) -> Optional[ClusterPlan]:
+    """The cluster form of kernel ``k`` whose split loop of gemms loads ``producers`` (lets:
+    the kernel's index lets), or None (module docstring: the rule)."""
+    want = CLUSTER_DEFAULT if option is None else option
+    if not want or len(k.block_vars) != 2 or len(k.grid) != 2:
+        return None
+    grid = [const_int(E.as_expr(g)) for g in k.grid]
+    if any(g is None for g in grid):
+        return None
+    parts = _axis_copies(k, producers, lets)
+    if parts is None:
+        return None
+    on_y, on_x = parts
+    swz = k.annotations.get("swizzle")
+    pairs_share_y = not swz or (swz[1] == "row" and int(swz[0]) % CLUSTER_SIZE == 0)
+    forms = [(2, 1), (1, 2)] if want is True else [tuple(want)]
+    for dims in forms:
+        along, shared = (0, on_y) if dims == (2, 1) else (1, on_x)
+        if grid[along] < CLUSTER_SIZE or not shared or not _rows_split(shared):
+            continue
+        if (dims == (2, 1) and not pairs_share_y) or (dims == (1, 2) and swz):
+            continue
+        padded = list(grid)
+        padded[along] = -(-grid[along] // CLUSTER_SIZE) * CLUSTER_SIZE
+        return ClusterPlan(dims, tuple(shared), Var("cta_rank", dt.int32), tuple(padded))
+    return None
+
+
+def rank_value() -> Builtin:
+    return Builtin("tl::cluster_cta_rank", (), dt.int32)
+
+
+def release(plan: Optional[ClusterPlan], addr: Builtin) -> Stmt:
+    """A consumer frees a stage: an arrive on its empty barrier, and in a cluster on the peer's."""
+    local = call_stmt("tl::mbarrier_arrive", addr)
+    if plan is None:
+        return local
+    return seq(local, call_stmt("tl::mbarrier_arrive_cluster", addr, E.binary("bitxor", plan.rank, 1)))
+
+
+def cluster_sync() -> Stmt:
+    return call_stmt("tl::cluster_sync")
+
+
+def annotate(c: Copy, plan: Optional[ClusterPlan]) -> dict:
+    """The extra annotations of producer copy ``c``: its multicast (rank, blocks) when shared."""
+    return {"tma_multicast": (plan.rank, CLUSTER_SIZE)} if plan is not None and plan.multicast(c) else {}
