@@ -107,7 +107,7 @@ def test_clusters_are_off_by_default_and_taken_where_the_rule_allows():
     assert "tma_load_multicast" in s and "by * 128 + cta_rank * 64" in s
     assert "T.tl::tma_load(T.address_of(B_s" in s
     # the empty barriers count the consumers of both blocks; each frees its peer's stage too
-    assert s.count(", 512, ret=\"bool\"))") == 3 and "cta_rank ^ 1" in s
+    assert s.count(", 264, ret=\"bool\"))") == 3 and "cta_rank ^ 1" in s
     # odd strips would split a pair between rows: no 2x1 (and no 1x2 under a strip order)
     assert "# annotation cluster" not in lower(_gemm(4096, 4096, 1024, 128, 256, 64, 3, 256, panel=5), SM90,
                                               {PassConfigKey.TEGULA_CLUSTER: True}).script()

@@ -7,8 +7,8 @@ memory of both (``cp.async.bulk.tensor ... .multicast::cluster``, CTA mask ``0b1
 the bytes on the mbarrier at the same offset in each. Every block still announces the whole tile
 on its own full barrier. Since a block's producer now writes into its peer's stage too, a stage
 is free only when the consumers of *both* blocks have released it: each consumer thread arrives
-on its own empty barrier and on the peer's (``mapa`` + ``mbarrier.arrive.release.cluster``), and
-the empty barriers count the consumers of the cluster. A cluster barrier after the barrier
+on its own empty barrier and the first thread of each consumer warp on the peer's (``mapa`` +
+``mbarrier.arrive.shared::cluster``), and the empty barriers count both. A cluster barrier after the barrier
 initialization (a peer may arrive on them or copy into the stage they guard before this block's
 own threads got there) and one before the end (no block exits while its peer still arrives on its
 barriers) close the kernel. Grids are padded to a multiple of the cluster: the extra block loads
@@ -35,7 +35,7 @@ Before/after (the producer of a 2x1 cluster; ``rank`` is ``%cluster_ctarank``)::
         -> expect_tx(full[s], 16384); tma_load_multicast(&A_s[s][rank * 64, 0], A_map(64x64), &full[s], 0b11,
                                                            k * 64, by * 128 + rank * 64)
     T.mbarrier_arrive(empty[s])                                  # the consumers
-        -> T.mbarrier_arrive(empty[s]); tl::mbarrier_arrive_cluster(&empty[s], rank ^ 1)
+        -> T.mbarrier_arrive(empty[s]); if lane == 0: tl::mbarrier_arrive_cluster(&empty[s], rank ^ 1)
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from tegula.errors import ConfigError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.expr import Builtin, Var
-from tegula.ir.stmt import Copy, Kernel, Stmt, seq
+from tegula.ir.stmt import Copy, IfThenElse, Kernel, Stmt, seq
 from tegula.ir.visitor import substitute, uses_var
 from tegula.backends.cuda.passes.pipeline_copies import let_values
 from tegula.backends.cuda.passes.tma_pipeline import call_stmt
@@ -138,11 +138,21 @@ def rank_value() -> Builtin:
 
 
 def release(plan: Optional[ClusterPlan], addr: Builtin) -> Stmt:
-    """A consumer frees a stage: an arrive on its empty barrier, and in a cluster on the peer's."""
+    """A consumer frees a stage: every thread arrives on its empty barrier, and in a cluster the
+    first thread of each warp on the peer's too (after the warp's ``wait_group`` retired the
+    wgmma that read the stage; one remote arrive per warp, not per thread, on the interconnect)."""
     local = call_stmt("tl::mbarrier_arrive", addr)
     if plan is None:
         return local
-    return seq(local, call_stmt("tl::mbarrier_arrive_cluster", addr, E.binary("bitxor", plan.rank, 1)))
+    lane = E.binary("bitand", Builtin("thread_idx", (), dt.int32), 31)
+    return seq(local, IfThenElse(E.compare("eq", lane, 0),
+                                 call_stmt("tl::mbarrier_arrive_cluster", addr, E.binary("bitxor", plan.rank, 1))))
+
+
+def frees(plan: Optional[ClusterPlan], threads: int) -> int:
+    """Arrivals that free a stage: the block's consumer threads, and in a cluster a warp's first
+    thread for each warp of the peer's consumers."""
+    return threads + (threads // 32 if plan is not None else 0)
 
 
 def cluster_sync() -> Stmt:

@@ -318,7 +318,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
         compute = [role_loop(consume(0, mc.release(plan, barrier_addr(bars, S + stage))))]
 
     # a stage is free once every consumer of the cluster released it
-    frees = T * (mc.CLUSTER_SIZE if plan is not None else 1)
+    frees = mc.frees(plan, T)
     inits = [(bars, E.const(s), WARPGROUP) for s in range(S)] + [(bars, E.const(S + s), frees) for s in range(S)]
     if not blocks:
         return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after], pro,

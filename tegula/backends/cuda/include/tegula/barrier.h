@@ -27,12 +27,14 @@ TL_DEVICE void mbarrier_init(uint64_t* bar, unsigned arrive_count) {
 TL_DEVICE void mbarrier_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
-/// Arrive on the mbarrier at the same offset in the shared memory of CTA cta_id of the cluster.
+/// Arrive on the mbarrier at the same offset in the shared memory of CTA cta_id of the cluster
+/// (the default .release.cta semantics: what it publishes are wgmma reads the arriving thread's
+/// wait_group retired; a .cluster-scoped release would fence every earlier memory access).
 TL_DEVICE void mbarrier_arrive_cluster(uint64_t* bar, unsigned cta_id) {
   asm volatile(
       "{\n.reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
       ::"r"(smem_addr(bar)), "r"(cta_id) : "memory");
 }
 /// Arrive once and announce tx_bytes more bytes of transactions for the current phase.
