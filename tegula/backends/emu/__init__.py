@@ -10,7 +10,8 @@ Execution model
 ---------------
 - Blocks run one after another in the order of their linear id (``blockIdx.x`` fastest; with
   ``annotations["swizzle"]`` the block index is rasterized exactly as the generated code does),
-  so atomics are exact. All threads of a block run together as vector lanes: every value is a
+  so atomics are exact. A kernel launched in clusters (``annotations["cluster"]``) runs each
+  cluster's blocks together, as tasks taking turns at their waits (:mod:`.cluster`). All threads of a block run together as vector lanes: every value is a
   numpy scalar (the same for all threads) or an array with one entry per thread, and each
   statement runs for every active thread before the next one starts.
 - Control flow that differs per thread is masked (:mod:`.stmts`). Warp builtins work on groups
@@ -331,10 +332,10 @@ def _run_cluster(ck: CompiledKernel, env: list, reporter: Reporter, blocks: list
         def run(e: list, st: Any = st) -> None:
             st.task = sched.current
             ck.body(e)
+            check_exit(st, ck.kernel.span)  # first: a peer's arrive still to come leaves a phase half done
             check_balanced(st)
             check_named(st)
             check_done(st)
-            check_exit(st, ck.kernel.span)
         sides.append((st.rep.block, run, e2))
     sched.fork(sides)
 

@@ -112,7 +112,8 @@ def _remote_bar(env: list, peer: Any, addr: Any, elem: int, lanes: np.ndarray, s
                         f"its initialization there is ordered before them\n  {lanes_text(late)}: {where(span)}\n"
                         f"  thread {b.init_thread} of {name}: {where(b.init_span)}", span, hint=hint)
     for lane in lanes:
-        cl.remote[peer.rank].append((st, int(lane), int(st.tracker.own(int(lane))), span, what))
+        cl.remote[peer.rank].append((st, int(lane), int(st.tracker.own(int(lane))), span,
+                                     f"{what} on mbarrier '{b.name}'"))
     return b
 
 
@@ -129,6 +130,15 @@ def check_exit(st: Any, span: Any) -> None:
                             f"{cl.names[peer.rank]} into its shared memory is not ordered before its end "
                             f"(no cluster barrier in between)\n  thread {lane} of {cl.names[peer.rank]}: "
                             f"{where(where_)}", where_,
+                            hint="a cluster barrier (tl::cluster_sync) by every thread before the end of the "
+                            "kernel: no block may exit while a peer still writes into its shared memory")
+    for b in st.mbarriers.values():  # arrivals still to come can only be a peer's, into gone memory
+        if b.pending != b.count and not b.inflight:
+            at = b.last_arrive or b.init_span
+            raise SyncError(f"{cl.names[st.rank]} of the cluster exits while its mbarrier '{b.name}' is in the middle "
+                            f"of phase {b.phase}: {b.state()}, which only a peer's remote arrives can still bring, "
+                            f"into shared memory that is gone (no cluster barrier before the end)\n"
+                            f"  last arrival: {where(at)}", at,
                             hint="a cluster barrier (tl::cluster_sync) by every thread before the end of the "
                             "kernel: no block may exit while a peer still writes into its shared memory")
     cl.exited[st.rank] = span

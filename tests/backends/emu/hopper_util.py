@@ -16,7 +16,8 @@ from emu_util import ex
 SYNC = ("tl::mbarrier_wait", "tl::mbarrier_arrive", "tl::mbarrier_arrive_expect_tx", "tl::mbarrier_expect_tx",
         "sync_threads", "tl::named_barrier_sync", "tl::named_barrier_arrive", "tl::fence_proxy_async", "tl::fence_barrier_init",
         "tl::wgmma_fence", "tl::wgmma_commit_group", "tl::wgmma_wait_group", "tl::wgmma_fence_operands",
-        "tl::cp_async_wait", "tl::cp_async_commit", "tl::tma_store_wait", "tl::tma_store_commit")
+        "tl::cp_async_wait", "tl::cp_async_commit", "tl::tma_store_wait", "tl::tma_store_commit",
+        "tl::cluster_sync", "tl::mbarrier_arrive_cluster")
 
 KERNELS: dict[str, Callable[[], Any]] = {
     # two consumer warpgroups: a stage refilled while the other warpgroup still reads it is a race
@@ -48,6 +49,11 @@ KERNELS: dict[str, Callable[[], Any]] = {
     # no more k-tiles than stages no ring barrier orders the next tile's staging writes after
     # the store's reads: only the barrier after the store's wait does)
     "gemm_persistent": lambda: ex("gemm").matmul.get_tir(256, 384, 96, 128, 128, 32, 3, 256),
+    # a 2x1 cluster (tegula.cluster): the two blocks load half of the A tile each and multicast
+    # it, every consumer frees its stage in both blocks (a remote arrive per warp), cluster
+    # barriers after the barrier init and before the end; 6 k-tiles on a ring of 3 (with 2 stages
+    # the producer waits for every remote arrive, and the barrier before the end orders nothing more)
+    "gemm_cluster": lambda: ex("gemm").matmul.get_tir(128, 256, 192, 128, 128, 32, 3, 256),
 }
 
 
@@ -63,7 +69,9 @@ CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_ove
            "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True},
            "gemm_ws_tma_store": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True},
            "gemm_persistent": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,
-                               "tegula.persistent": 2}}
+                               "tegula.persistent": 2},
+           "gemm_cluster": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,
+                            "tegula.cluster": True}}
 
 
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:

@@ -34,7 +34,7 @@ LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention":
          "gemm_ws_overlap": "gemm.py:", "flash_attention_overlap": "flash_attention.py:",
          "flash_attention_ws": "flash_attention.py:", "flash_attention_pingpong": "flash_attention.py:",
          "gemm_tma_store": "gemm.py:",
-         "gemm_ws_tma_store": "gemm.py:", "gemm_persistent": "gemm.py:"}
+         "gemm_ws_tma_store": "gemm.py:", "gemm_persistent": "gemm.py:", "gemm_cluster": "gemm.py:"}
 
 
 class _Lookahead(Mutate):
@@ -167,10 +167,12 @@ def test_every_mutant_is_reported(name, cases):
     if name == "flash_attention_pingpong":  # the turns: each warpgroup's bar.sync, the next one's bar.arrive
         need |= {"tl::named_barrier_sync", "tl::named_barrier_arrive"}
     need |= {"tl::cp_async_wait"} if name == "gemm_cp_async" else {"tl::mbarrier_wait", "tl::mbarrier_arrive"}
-    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent"):  # the generic writes of the staged tile, then the copy engine's reads
+    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent", "gemm_cluster"):  # the generic writes of the staged tile, then the copy engine's reads
         need |= {"tl::fence_proxy_async", "tl::tma_store_commit", "tl::tma_store_wait"}
+    if name == "gemm_cluster":  # the cluster barriers and the remote frees of the peer's stages
+        need = (need - {"sync_threads"}) | {"tl::cluster_sync", "tl::mbarrier_arrive_cluster"}
     assert need <= kinds, kinds
-    if name in ("gemm_ws_overlap", "gemm_ws_tma_store", "gemm_persistent"):
+    if name in ("gemm_ws_overlap", "gemm_ws_tma_store", "gemm_persistent", "gemm_cluster"):
         assert "# warp_specialize" in low.script()
     equivalent = equivalent_mutants(low)
     survivors, reports = [], {}
@@ -203,7 +205,14 @@ def test_every_mutant_is_reported(name, cases):
         syncs = by_kind["tl::named_barrier_sync"]
         assert any(k.startswith("the block ends with named barrier 9") for k in syncs), by_kind
         assert any(re.fullmatch(r"named barrier \d+", k) for k in syncs), by_kind  # an arrival twice in a phase
-    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent"):
+    if name == "gemm_cluster":
+        # the peer never frees the stage; a block that may leave under its peer's arrives; a use of
+        # the barriers before the cluster barrier publishes their initialization
+        assert any("deadlock" in k for k in by_kind["tl::mbarrier_arrive_cluster"])
+        syncs = [reports[i] for i in reports if stmts[i].value.name == "tl::cluster_sync"]
+        assert len(syncs) == 2 and "before its initialization" in syncs[0], syncs
+        assert "of the cluster exits while" in syncs[1], syncs
+    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent", "gemm_cluster"):
         assert "generic-proxy write read by the async proxy without fence.proxy.async" in by_kind["tl::fence_proxy_async"]
         # the last tile's store outlives the block; a persistent block's earlier stores, the next tile's writes
         ends = "the block ends while a TMA store may still read"

@@ -36,7 +36,7 @@ _READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": 
 _WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,)}
 # what the threads' barriers need not order: mbarrier calls (synchronization themselves) and TMA
 # loads (the copy engine's, ordered by their mbarrier); shared-memory liveness still sees them
-_ORDERED_ELSEWHERE = ("tl::tma_load",)
+_ORDERED_ELSEWHERE = ("tl::tma_load", "tl::tma_load_multicast")
 
 
 def _is_sync(s: Stmt, name: str = "sync_threads", bar_id: Optional[int] = None) -> bool:

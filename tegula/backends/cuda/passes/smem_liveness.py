@@ -29,7 +29,7 @@ from tegula.ir.visitor import Visitor
 from tegula.backends.cuda.passes.insert_barriers import _is_sync, accesses
 
 # builtins whose shared-memory operand is written after the statement that issues them
-ASYNC_WRITES = ("tl::cp_async_zfill", "tl::tma_load")
+ASYNC_WRITES = ("tl::cp_async_zfill", "tl::tma_load", "tl::tma_load_multicast")
 
 
 @dataclass
