@@ -6,12 +6,9 @@ rule and its option, compile-only sm_90a through ptxas, and the GPU with ``-m gp
 import sys
 from pathlib import Path
 
-import ml_dtypes
-import numpy as np
 import pytest
 
 import tegula
-import tegula.language as T
 from tegula.backends.cuda.compiler import available_backends
 from tegula.backends.cuda.pipeline import lower
 from tegula.errors import ConfigError
@@ -20,46 +17,15 @@ from tegula.target import Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_gpu_util import sm90a_gpu  # noqa: E402
+from gemm_util import check as _check, gemm as _gemm, inputs as _inputs  # noqa: E402
 
 needs_compiler = pytest.mark.skipif(not available_backends(), reason="no CUDA compiler (NVRTC or nvcc) here")
 SM90 = Target("cuda", "sm_90a")
-DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 WS = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True}
-
-
-def _gemm(M, N, K, bm, bn, bk, stages, threads, dtype="float16", panel=None):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), dtype)
-            B_s = T.alloc_shared((bk, bn), dtype)
-            C_l = T.alloc_fragment((bm, bn), "float32")
-            if panel:
-                T.use_swizzle(panel_size=panel)
-            T.clear(C_l)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_l)
-            T.copy(C_l, C[by * bm, bx * bn])
-
-    return main
 
 
 def _pc(cluster, **extra):
     return {PassConfigKey.TEGULA_CLUSTER: cluster, **WS, **extra}
-
-
-def _inputs(rng, M, N, K, dtype):
-    t = DTYPES[dtype]
-    return rng.standard_normal((M, K)).astype(t), rng.standard_normal((K, N)).astype(t)
-
-
-def _check(c, a, b, tol=4e-3):
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    out = np.asarray(c).astype(np.float64)
-    assert np.isfinite(out).all()
-    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < tol
 
 
 # -- cuda-emu:sm_90a: a cluster's blocks side by side, against float64 ---------------------------
