@@ -501,6 +501,8 @@ class Parser:
         default = ["bx", "by", "bz"]
         block_vars = tuple(new_var(names[i] if names else default[i]) for i in range(len(ctx.grid)))
         frame = KernelFrame(threads=tuple(ctx.threads), block_vars=block_vars)
+        if ctx.cluster is not None:
+            frame.annotations["cluster"] = ctx.cluster
         frame.names.update(self.b.param_names)
         for n, v in zip(names, block_vars):
             self.locals[n] = v

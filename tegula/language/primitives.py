@@ -50,6 +50,7 @@ class KernelSpec:
     grid: tuple
     threads: tuple
     npu: bool = False  # T.Kernel(n, is_npu=True): Ascend AI core groups (tegula.language.ascend)
+    cluster: Optional[tuple] = None  # T.Kernel(..., cluster_dims=): (cx, cy) blocks per cluster
 
     def __enter__(self) -> Any:
         raise KernelTypeError("T.Kernel can only be used in a `with` statement inside a kernel function")
@@ -58,8 +59,39 @@ class KernelSpec:
         pass
 
 
+# blocks of a thread block cluster the GPU guarantees to co-schedule (sm_90's portable limit)
+MAX_CLUSTER_BLOCKS = 8
+
+
+def _cluster_dims(cluster_dims: Any, grid: list) -> Optional[tuple]:
+    """``cluster_dims`` of ``T.Kernel`` as (cx, cy), or None for clusters of one block."""
+    if cluster_dims is None:
+        return None
+    dims = [cluster_dims] if isinstance(cluster_dims, int) else cluster_dims
+    if not (isinstance(dims, (tuple, list)) and 1 <= len(dims) <= 3
+            and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims)):
+        raise KernelTypeError(f"T.Kernel: cluster_dims must be a positive int or a tuple of up to 3, "
+                              f"got {cluster_dims!r}")
+    dims = (list(dims) + [1, 1])[:3]
+    if dims[2] != 1:
+        raise KernelTypeError(f"T.Kernel: clusters along the grid's z dimension are not supported "
+                              f"(cluster_dims={tuple(dims)})", hint="cluster along x and y")
+    if dims[0] * dims[1] > MAX_CLUSTER_BLOCKS:
+        raise KernelTypeError(f"T.Kernel: a cluster of {dims[0] * dims[1]} blocks is more than the "
+                              f"{MAX_CLUSTER_BLOCKS} a GPU co-schedules", hint="use at most 8 blocks per cluster")
+    for axis, (c, g) in enumerate(zip(dims, list(grid) + [1, 1])):
+        if c > 1 and (not isinstance(g, int) or g % c):
+            raise KernelTypeError(f"T.Kernel: grid dimension {axis} ({g}) is not a multiple of the cluster's "
+                                  f"{c} blocks along it", hint="launch a whole number of clusters")
+    return None if dims == [1, 1, 1] else (dims[0], dims[1])
+
+
 def Kernel(*grid: Any, threads: Any = 128, prelude: Any = None, is_cpu: bool = False,
-           is_npu: bool = False) -> KernelSpec:
+           is_npu: bool = False, cluster_dims: Any = None) -> KernelSpec:
+    """``with T.Kernel(gx, gy, threads=..., cluster_dims=...) as (bx, by):`` launches a grid of
+    blocks; ``cluster_dims`` (sm_90: an int or (cx, cy)) groups them into thread block clusters
+    (``Kernel.annotations["cluster"]``). Raises KernelTypeError for bad extents, threads or
+    cluster dimensions."""
     if not 1 <= len(grid) <= 3:
         raise KernelTypeError(f"T.Kernel takes 1 to 3 grid dimensions, got {len(grid)}")
     g = []
@@ -77,7 +109,7 @@ def Kernel(*grid: Any, threads: Any = 128, prelude: Any = None, is_cpu: bool = F
     if not all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in th) or len(th) > 3:
         raise KernelTypeError(f"T.Kernel: threads must be a positive int or a tuple of up to 3 ints, "
                               f"got {threads!r}")
-    return KernelSpec(tuple(g), tuple(th), bool(is_npu))
+    return KernelSpec(tuple(g), tuple(th), bool(is_npu), _cluster_dims(cluster_dims, g))
 
 
 @dataclass

@@ -6,12 +6,14 @@ rule and its option, compile-only sm_90a through ptxas, and the GPU with ``-m gp
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tegula
+import tegula.language as T
 from tegula.backends.cuda.compiler import available_backends
 from tegula.backends.cuda.pipeline import lower
-from tegula.errors import ConfigError
+from tegula.errors import ConfigError, KernelTypeError, UnsupportedError
 from tegula.passconfig import PassConfigKey
 from tegula.target import Target
 
@@ -145,3 +147,68 @@ def test_cluster_gemm_on_gpu(M, N, K, cfg, cluster, dtype):
     ref = a.double() @ b.double()
     assert torch.isfinite(out).all()
     assert ((out - ref).norm() / ref.norm()).item() < 4e-3
+
+
+# -- T.Kernel(..., cluster_dims=): clusters the kernel's author asks for ---------------------------
+
+def _scale(n, cluster_dims):
+    @T.prim_func
+    def main(A: T.Tensor((n, 64), "float32"), B: T.Tensor((n, 64), "float32")):
+        with T.Kernel(n // 32, 2, threads=128, cluster_dims=cluster_dims) as (bx, by):
+            S = T.alloc_shared((32, 32), "float32")
+            T.copy(A[bx * 32, by * 32], S)
+            for i, j in T.Parallel(32, 32):
+                B[bx * 32 + i, by * 32 + j] = S[i, j] * 2.0 + 1.0
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu", "cuda-emu:sm_90a"])
+@pytest.mark.parametrize("dims", [2, (2, 1), (1, 2), (2, 2)])
+def test_a_kernel_launched_in_clusters_runs_its_blocks_in_them(target, dims, rng):
+    k = tegula.compile(_scale(128, dims), target=target)
+    a = rng.standard_normal((128, 64)).astype(np.float32)
+    b = np.full_like(a, np.nan)
+    k(a, b)
+    np.testing.assert_allclose(b, a.astype(np.float64) * 2 + 1, rtol=1e-6)
+    want = (dims, 1) if isinstance(dims, int) else dims
+    assert f"cluster = {tuple(want)}" in _scale(128, dims).script()
+
+
+@needs_compiler
+def test_cluster_dims_reach_the_cuda_source_and_the_gemm_multicasts_in_them():
+    src = tegula.compile(_scale(128, (1, 2)), target="cuda:sm_90a").get_kernel_source()
+    assert "__cluster_dims__(1, 2, 1)" in src and "tma_load_multicast" not in src
+    with pytest.raises(UnsupportedError, match=r"cluster_dims=\) \(thread block clusters\) needs sm_90") as e:
+        tegula.compile(_scale(128, (1, 2)), target="cuda:sm_80")
+    assert "test_tma_multicast.py" in str(e.value)
+
+    @T.prim_func
+    def gemm(A: T.Tensor((512, 256), "float16"), B: T.Tensor((256, 512), "float16"),
+             C: T.Tensor((512, 512), "float16")):
+        with T.Kernel(4, 4, threads=256, cluster_dims=(2, 1)) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_l = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_l)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_l)
+            T.copy(C_l, C[by * 128, bx * 128])
+
+    s = lower(gemm, SM90, WS).script()
+    assert "# annotation cluster = (2, 1)" in s and "tma_load_multicast" in s
+    s = lower(gemm, SM90, _pc(False)).script()  # tegula.cluster False: clusters of independent blocks
+    assert "# annotation cluster = (2, 1)" in s and "tma_load_multicast" not in s
+    assert "# annotation persistent" not in lower(gemm, SM90, {**WS, PassConfigKey.TEGULA_PERSISTENT: 2}).script()
+
+
+@pytest.mark.parametrize("dims, match", [((2, 1, 2), "clusters along the grid's z dimension"),
+                                         ((4, 4), "a cluster of 16 blocks is more than the 8"),
+                                         (3, r"grid dimension 0 \(4\) is not a multiple of the cluster's 3"),
+                                         ((2, 0), "cluster_dims must be a positive int")])
+def test_bad_cluster_dims_are_reported_at_the_kernel_line(dims, match):
+    with pytest.raises(KernelTypeError, match=match) as e:
+        _scale(128, dims)
+    assert "test_tma_multicast.py" in str(e.value) and "cluster_dims=cluster_dims" in str(e.value)

@@ -104,6 +104,8 @@ def check_resources(func: PrimFunc, arch: str = "sm_80", interpret: bool = False
                                     "at most 1024", k.span, hint="use fewer threads (T.Kernel(..., threads=...))")
             if not interpret:
                 check_smem(k)
+            if old_arch and not interpret and k.annotations.get("cluster"):
+                raise hopper_only("T.Kernel(..., cluster_dims=) (thread block clusters)", k.span)
             if old_arch:
                 self.generic_visit(k)
 

@@ -27,7 +27,10 @@ The rule (:func:`cluster_plan`), behind ``tegula.cluster``:
 - the shared tiles' rows split in two parts of whole 8-row swizzle groups (rows a multiple of 16).
 
 ``tegula.cluster``: True (2x1 where it can, else 1x2), ``(2, 1)`` / ``(1, 2)`` (that form only),
-False (never). Unset: :data:`CLUSTER_DEFAULT` (measured, BENCHMARKS.md).
+False (never). Unset: :data:`CLUSTER_DEFAULT` (measured, BENCHMARKS.md). A kernel launched in
+clusters by its author (``T.Kernel(..., cluster_dims=(2, 1))``) gets the multicast in that form
+unless ``tegula.cluster`` is False; in other forms, or where the rule does not hold, its blocks
+run in those clusters as they are.
 
 Before/after (the producer of a 2x1 cluster; ``rank`` is ``%cluster_ctarank``)::
 
@@ -110,6 +113,9 @@ def cluster_plan(k: Kernel, producers: list, lets: list, option: Any) -> Optiona
     """The cluster form of kernel ``k`` whose split loop of gemms loads ``producers`` (lets:
     the kernel's index lets), or None (module docstring: the rule)."""
     want = CLUSTER_DEFAULT if option is None else option
+    user = k.annotations.get("cluster")  # T.Kernel(..., cluster_dims=): multicast in that form only
+    if user is not None and option is not False:
+        want = tuple(user)
     if not want or len(k.block_vars) != 2 or len(k.grid) != 2:
         return None
     grid = [const_int(E.as_expr(g)) for g in k.grid]

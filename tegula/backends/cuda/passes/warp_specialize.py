@@ -253,7 +253,9 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     if any(isinstance(s, LetStmt) for s in body[li + 1:]):
         return None
     # a persistent block copies its prologue tiles once per tile: they stay with the consumers
-    persists = not att_ws and _gemm_loop(consumers) and persistent_blocks(k, persistent)
+    # (not for a kernel its author launches in clusters: a persistent grid need not divide into them)
+    persists = not att_ws and _gemm_loop(consumers) and not k.annotations.get("cluster") and \
+        persistent_blocks(k, persistent)
     # the producer loads the prologue tiles (attention's Q) by default in the plain split of causal
     # attention: measured +7% / +12% at d128 4x16x4096, level at 16k and in the overlap's split
     if tma_prologue is None:
