@@ -365,7 +365,9 @@ class ScriptPrinter:
         self.push()
         names = [self.define(v) for v in k.block_vars]
         target = names[0] if len(names) == 1 else f"({', '.join(names)})"
-        head = f"with T.Kernel({', '.join(grid + [f'threads={threads}'])})"
+        cluster = k.annotations.get("cluster")  # thread block clusters (T.Kernel's cluster_dims)
+        extra = [f"cluster_dims={tuple(int(c) for c in cluster)}"] if cluster else []
+        head = f"with T.Kernel({', '.join(grid + [f'threads={threads}'] + extra)})"
         self.line(f"{head} as {target}:" if names else f"{head}:", depth)
         d = depth + 1
         start = len(self.lines)
@@ -375,6 +377,7 @@ class ScriptPrinter:
         for buf in k.allocs:
             self.line(f"{self.define(buf)} = {self.alloc(buf, k.alloc_inits)}", d)
         ann = dict(k.annotations)
+        ann.pop("cluster", None)  # in the T.Kernel line
         swizzle = ann.pop("swizzle", None)
         if swizzle is not None:
             panel, order = swizzle if isinstance(swizzle, tuple) else (swizzle, "row")
