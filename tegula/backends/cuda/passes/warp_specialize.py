@@ -36,6 +36,11 @@ tiles than blocks runs on a persistent grid (:mod:`.persistent_tiles`): each rol
 block's tiles, the ring's iteration counting on across them, and the last k-tile frees both
 stages it holds, since the producer goes on to the next tile.
 
+With ``tegula.cluster`` (off by default) or a kernel launched in clusters
+(``T.Kernel(..., cluster_dims=)``), a split loop of gemms runs in clusters of two blocks that
+share one operand's tiles by TMA multicast (:mod:`.tma_multicast`): each consumer frees its stage
+in both blocks, and cluster barriers follow the barrier initialization and end the kernel.
+
 Before/after (S = 2, 256 threads; the kernel gets 384)::
 
     T.clear(C)                              bars = T.alloc_barrier([128, 128, 256, 256])  # full, empty
