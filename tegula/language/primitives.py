@@ -80,7 +80,10 @@ def _cluster_dims(cluster_dims: Any, grid: list) -> Optional[tuple]:
         raise KernelTypeError(f"T.Kernel: a cluster of {dims[0] * dims[1]} blocks is more than the "
                               f"{MAX_CLUSTER_BLOCKS} a GPU co-schedules", hint="use at most 8 blocks per cluster")
     for axis, (c, g) in enumerate(zip(dims, list(grid) + [1, 1])):
-        if c > 1 and (not isinstance(g, int) or g % c):
+        if c > 1 and not isinstance(g, int):
+            raise KernelTypeError(f"T.Kernel: grid dimension {axis} ({g}) must be a constant to be cut into "
+                                  f"clusters of {c} blocks along it", hint="clusters need a static grid")
+        if c > 1 and g % c:
             raise KernelTypeError(f"T.Kernel: grid dimension {axis} ({g}) is not a multiple of the cluster's "
                                   f"{c} blocks along it", hint="launch a whole number of clusters")
     return None if dims == [1, 1, 1] else (dims[0], dims[1])
