@@ -19,6 +19,7 @@ from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
 from tegula.ir.tile_rules import tile_rule
 from tegula.backends.closure import F32, MASK, StmtFn, compile_expr, is_narrow
 from tegula.backends.interp.context import Ctx
+from tegula.backends.interp.operands import KEPT, widened
 from tegula.backends.interp.stmts import BLOCK_INDEX
 
 
@@ -54,44 +55,58 @@ class Region:
                 starts.append(ce.fn)
             exts.append(ex if isinstance(ex, int) else compile_expr(ex, ctx).fn)
         self.starts, self.exts = starts, exts
-        self.static = all(isinstance(x, int) for x in starts + exts)
+        # the constant starts / extents, and (position, function) of the others
+        self._st = [x if isinstance(x, int) else 0 for x in starts]
+        self._ex = [x if isinstance(x, int) else 0 for x in exts]
+        self._dyn_st = [(k, f) for k, f in enumerate(starts) if not isinstance(f, int)]
+        self._dyn_ex = [(k, f) for k, f in enumerate(exts) if not isinstance(f, int)]
+        self.static = not self._dyn_st and not self._dyn_ex
         shape = r.buffer.shape
         self.whole = self.static and all(isinstance(n, int) for n in shape) and \
             all(s == 0 for s in starts) and tuple(exts) == tuple(shape)
 
     def resolve(self, env: list) -> tuple[np.ndarray, list[int], list[int]]:
-        a = env[self.bslot]
-        st = [s if type(s) is int else int(s(env)) for s in self.starts]
-        ex = [e if type(e) is int else max(0, int(e(env))) for e in self.exts]
-        return a, st, ex
+        st = self._st[:]
+        for k, f in self._dyn_st:
+            st[k] = int(f(env))
+        return env[self.bslot], st, self.extents(env)
 
     def extents(self, env: list) -> list[int]:
-        return [e if type(e) is int else max(0, int(e(env))) for e in self.exts]
+        ex = self._ex[:]
+        for k, f in self._dyn_ex:
+            ex[k] = max(0, int(f(env)))
+        return ex
 
-    def _inside(self, shape: tuple, st: list, ex: list) -> bool:
+    @staticmethod
+    def _slices(shape: tuple, st: list, ex: list) -> Optional[tuple]:
+        """The region's slices of a buffer of ``shape``; None when it does not lie inside."""
+        key = []
         for s, e, n in zip(st, ex, shape):
             if s < 0 or s + e > n:
-                return False
-        return True
+                return None
+            key.append(slice(s, s + e))
+        return tuple(key)
 
     def view(self, env: list) -> np.ndarray:
         """The region as a writable view; raises when it does not lie inside the buffer."""
         if self.whole:
             return env[self.bslot]
         a, st, ex = self.resolve(env)
-        if not self._inside(a.shape, st, ex):
+        key = self._slices(a.shape, st, ex)
+        if key is None:
             raise OutOfBoundsError(
                 f"region of '{self.buffer.name}' starting at {st} with extents {ex} is out of "
                 f"bounds of its shape {a.shape}", self.node.span)
-        return a[tuple(slice(s, s + e) for s, e in zip(st, ex))]
+        return a[key]
 
     def read(self, env: list) -> np.ndarray:
         """The tile (shape = extents); out-of-bounds elements read as zero."""
         if self.whole:
             return env[self.bslot]
         a, st, ex = self.resolve(env)
-        if self._inside(a.shape, st, ex):
-            return a[tuple(slice(s, s + e) for s, e in zip(st, ex))]
+        key = self._slices(a.shape, st, ex)
+        if key is not None:
+            return a[key]
         tile = np.zeros(ex, a.dtype)
         src, dst = _clip(a.shape, st, ex)
         if src is not None:
@@ -101,18 +116,28 @@ class Region:
     def write(self, env: list, tile: np.ndarray) -> None:
         """Store ``tile`` (any shape with as many elements) into the region, dropping
         out-of-bounds elements and converting to the buffer's dtype."""
+        if self.whole:
+            a = env[self.bslot]
+            if tile.shape != a.shape:
+                tile = self._fit(tile, list(a.shape))
+            a[...] = tile
+            return
         a, st, ex = self.resolve(env)
         if tile.shape != tuple(ex):
-            if tile.size != _prod(ex):
-                raise ShapeError(f"tile of shape {tile.shape} does not fit region of "
-                                 f"'{self.buffer.name}' with extents {tuple(ex)}", self.node.span)
-            tile = tile.reshape(ex)
-        if self._inside(a.shape, st, ex):
-            a[tuple(slice(s, s + e) for s, e in zip(st, ex))] = tile
+            tile = self._fit(tile, ex)
+        key = self._slices(a.shape, st, ex)
+        if key is not None:
+            a[key] = tile
             return
         dst, src = _clip(a.shape, st, ex)
         if dst is not None:
             a[dst] = tile[src]
+
+    def _fit(self, tile: np.ndarray, ex: list) -> np.ndarray:
+        if tile.size != _prod(ex):
+            raise ShapeError(f"tile of shape {tile.shape} does not fit region of "
+                             f"'{self.buffer.name}' with extents {tuple(ex)}", self.node.span)
+        return tile.reshape(ex)
 
 
 def _prod(xs: Any) -> int:
@@ -191,9 +216,14 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
     else:
         comp = F32
 
+    kept = ctx.slot(KEPT)
+
+    def operand(r: Region, env: list, what: str) -> np.ndarray:
+        return widened(env, kept, _as2d(r.read(env), s, what), comp)
+
     def product(env: list) -> np.ndarray:
-        a = ops.widen(_as2d(ra.read(env), s, "A"), comp, copy=False)
-        b = ops.widen(_as2d(rb.read(env), s, "B"), comp, copy=False)
+        a = operand(ra, env, "A")
+        b = operand(rb, env, "B")
         if ta:
             a = a.T
         if tb:
