@@ -22,7 +22,7 @@ from tegula.ir import ops
 KEPT = object()       # key of the env slot holding the kept operands (a dict, made on first use)
 _MAX_ELEMS = 1 << 16  # operands up to this many elements are kept (tiles, not whole tensors)
 _ENTRIES = 32         # operands kept per run; the least recently used goes first
-_SAMPLE = 61          # every 61st byte of an operand goes into its key
+_SAMPLES = 61         # bytes of an operand sampled into its key
 
 
 def widened(env: list, slot: int, x: np.ndarray, comp: np.dtype) -> np.ndarray:
@@ -37,7 +37,7 @@ def widened(env: list, slot: int, x: np.ndarray, comp: np.dtype) -> np.ndarray:
     raw = x.tobytes()
     # the key holds a sample of the bytes, so that a tile copied elsewhere finds its values
     # (a key shared by different bytes only costs a conversion: the bytes decide)
-    key = (x.shape, x.strides, x.dtype, comp, raw[::_SAMPLE])
+    key = (x.shape, x.strides, x.dtype, comp, raw[::len(raw) // _SAMPLES + 1])
     old = kept.pop(key, None)
     if old is not None and old[0] == raw:
         kept[key] = old  # the most recently used goes last
