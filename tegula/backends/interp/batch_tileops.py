@@ -22,6 +22,7 @@ from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
 from tegula.backends.closure import F32, StmtFn, compile_expr, is_narrow
 from tegula.backends.interp.batch import block_mask, per_block
 from tegula.backends.interp.context import Ctx
+from tegula.backends.interp.operands import KEPT, widened
 from tegula.backends.interp.tileops import (BATCHED, _acc_dtype, _clip, _prod, _reduce_tile, _scanned,
                                             accumulated)
 
@@ -202,6 +203,7 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
     ta, tb, clear = s.transpose_A, s.transpose_B, s.clear_accum
     comp = np.dtype(np.float64) if cd.is_int or cd.bits == 64 else F32
     size = ctx.batch.size
+    kept = ctx.slot(KEPT)
 
     def gemm(env: list) -> None:
         m, any_ = _active(env, size)
@@ -214,8 +216,8 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
         if m is not None:  # the products of active blocks only
             m = np.flatnonzero(m)
             a, b = a[m], b[m]
-        a = ops.widen(a, comp, copy=False)
-        b = ops.widen(b, comp, copy=False)
+        a = widened(env, kept, a, comp)
+        b = widened(env, kept, b, comp)
         if ta:
             a = a.transpose(0, 2, 1)
         if tb:

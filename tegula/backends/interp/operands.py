@@ -20,7 +20,7 @@ import numpy as np
 from tegula.ir import ops
 
 KEPT = object()       # key of the env slot holding the kept operands (a dict, made on first use)
-_MAX_ELEMS = 1 << 16  # operands up to this many elements are kept (tiles, not whole tensors)
+_MAX_ELEMS = 1 << 18  # operands up to this many elements are kept (tiles, a batch's stacked tiles)
 _ENTRIES = 32         # operands kept per run; the least recently used goes first
 _SAMPLES = 61         # bytes of an operand sampled into its key
 
