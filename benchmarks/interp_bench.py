@@ -6,7 +6,9 @@ same for deepgemm's 64x128x128 fp8 e4m3 tile (its operands converted to float32 
 a hand-written tensor-core GEMM (``TensorCoreIntrinEmitter``: ldmatrix / mma.sync per warp, a
 thread-level kernel, which target cpu runs as the emulator does), an im2col convolution
 (64x64x128 NHWC input, 3x3, 128 filters: 64 blocks x 36 k-steps of ``T.im2col`` + copy + gemm,
-the tiling of the corpus's convolution) and a warp-specialized GEMM (``T.ws`` producer and
+the tiling of the corpus's convolution), 512 steps of attention's backward on one block (its
+K tile multiplied at every step, each q tile twice: gemm operands kept converted,
+``tegula/backends/interp/operands.py``) and a warp-specialized GEMM (``T.ws`` producer and
 consumer warpgroups handing one tile back and forth on two mbarriers; thread-level).
 ``--no-keep`` compiles without kept subexpressions (``tegula/backends/memo.py``) to compare;
 ``--batch 1`` runs every launch one block after another (``tegula/backends/interp/batch.py``:
@@ -104,6 +106,39 @@ def gemm_loop(a_shape: tuple, b_shape: tuple, dtype: str, reps: int, transpose_B
                 T.gemm(A, B, C, transpose_B=transpose_B)
             T.copy(C, Z)
     return loop
+
+
+def backward_steps(steps: int, bm: int = 128, bn: int = 32, d: int = 128):
+    """Attention's backward step in small, one block: the block's K tile feeds a gemm at every
+    step, each step's q tile two (the corpus's gqa_sink_bwd_varlen tiling)."""
+    s = steps * bn
+
+    @T.prim_func
+    def bwd(K: T.Tensor((bm, d), "float16"), Q: T.Tensor((s, d), "float16"), dK: T.Tensor((bm, d), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            K_s = T.alloc_shared((bm, d), "float16")
+            q_s = T.alloc_shared((bn, d), "float16")
+            s_f = T.alloc_fragment((bm, bn), "float32")
+            s_c = T.alloc_fragment((bm, bn), "float16")
+            dk = T.alloc_fragment((bm, d), "float32")
+            T.copy(K, K_s)
+            T.clear(dk)
+            for k in T.serial(steps):
+                T.copy(Q[k * bn, 0], q_s)
+                T.gemm(K_s, q_s, s_f, transpose_B=True, clear_accum=True)
+                T.copy(s_f, s_c)
+                T.gemm(s_c, q_s, dk)
+            T.copy(dk, dK)
+    return bwd
+
+
+def backward_reference(k: np.ndarray, q: np.ndarray, bn: int = 32) -> np.ndarray:
+    k64, q64 = k.astype(np.float64), q.astype(np.float64)
+    out = np.zeros(k.shape)
+    for j in range(0, q.shape[0], bn):
+        sc = (k64 @ q64[j:j + bn].T).astype(np.float16).astype(np.float64)
+        out += sc @ q64[j:j + bn]
+    return out
 
 
 def conv_im2col(n: int, h: int = 64, w: int = 64, c: int = 128, f: int = 128):
@@ -236,6 +271,15 @@ def run(args: argparse.Namespace) -> None:
         first, med = timed(lambda: execute(f, [x, y, z]), args.repeat)
         err = np.abs(z - 512 * (x.astype(np.float64) @ y.astype(np.float64).T)).max() / 512
         rows.append((name, first, med, err))
+
+    name = "attn bwd step x 512: K 128x128 kept, q 32x128 fp16"
+    if want(name):
+        k = (rng.standard_normal((128, 128)) / 4).astype(np.float16)
+        q = (rng.standard_normal((512 * 32, 128)) / 4).astype(np.float16)
+        dk = np.full((128, 128), np.nan, np.float32)
+        f = backward_steps(512)
+        first, med = timed(lambda: execute(f, [k, q, dk]), args.repeat)
+        rows.append((name, first, med, np.abs(dk - backward_reference(k, q)).max()))
 
     name = "mma.sync emitter gemm 256^3 fp16 (thread-level)"
     if want(name):
