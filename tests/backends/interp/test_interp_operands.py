@@ -147,7 +147,9 @@ def test_kept_operands_agree_with_cuda_emu() -> None:
     dK, dQ = reference(k, q, np.float16, S)
     for g, e, r in zip(got[2:], emu, (dK, dQ)):
         np.testing.assert_allclose(g, r, rtol=2e-2, atol=2e-2)
-        np.testing.assert_allclose(e, g, rtol=1e-5, atol=1e-4)  # summation order may differ
+        # summation order may differ, and so may the float16 rounding of an S element near a
+        # tie, which moves the element's row by one float16 step times q
+        np.testing.assert_allclose(e, g, rtol=5e-3, atol=5e-3)
 
 
 @pytest.mark.parametrize("where", [(0, 0), (31, 15), (17, 6)])
