@@ -17,18 +17,11 @@ Thread-level IR (what the CUDA pipeline hands to codegen)
   (evaluated on the host at launch); ``threads`` is blockDim (x, y, z); ``block_vars[i]`` is
   blockIdx.x / y / z; ``thread_var`` (when set) is the flattened thread index
   ``threadIdx.x + threadIdx.y * bdx + threadIdx.z * bdx * bdy``.
-  ``annotations["swizzle"] = (panel, order)`` rasterizes a 2-D grid for L2 reuse. With the
-  linear block id ``L = blockIdx.x + blockIdx.y * gridDim.x`` and ``gx, gy = gridDim.x, y``:
-  order ``"row"`` cuts the grid into strips of ``panel`` columns (the last one may be narrower,
-  ``w = min(panel, gx - s * panel)``) and walks each strip row by row::
-
-      s = L / (panel * gy);  r = L % (panel * gy);  w = min(panel, gx - s * panel)
-      bx = s * panel + r % w;  by = r / w
-
-  order ``"col"`` is the same with the roles of x and y swapped (strips of ``panel`` rows walked
-  column by column). Each strip holds exactly ``w * gy`` consecutive ids, so this is a
-  bijection of the grid, ragged last strip included. Consecutive blocks share the B-tile
-  columns of one strip and sweep its rows.
+  ``annotations["swizzle"] = (panel, order)`` rasterizes a 2-D grid for L2 reuse: from the
+  linear block id ``L = blockIdx.x + blockIdx.y * gridDim.x``, ``(bx, by)`` walk strips of
+  ``panel`` columns (``"row"``) or rows (``"col"``), the formula of
+  :func:`tegula.ir.raster.block_coords` printed as C (the emulator and the persistent-tile loop
+  evaluate the same IR).
 - ``allocs``: ``"shared"`` / ``"shared.dyn"`` buffers are carved from one ``extern __shared__``
   array, at ``annotations["smem_offsets"][buffer]`` bytes when given, else packed in order at
   128-byte alignment; the total is ``KernelInfo.smem_bytes``. ``"local"`` buffers are per-thread
@@ -80,6 +73,7 @@ from tegula.ir import expr as E
 from tegula.ir import stmt as S
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
+from tegula.ir.raster import block_coords, strips
 from tegula.ir.visitor import post_order_visit
 from tegula.backends.cuda.codegen_expr import COND, REL, ExprPrinter, Names, literal
 from tegula.backends.cuda.passes.plan_shared_memory import smem_layout
@@ -394,22 +388,28 @@ def _tma_params(func: S.PrimFunc, kernels: list) -> list[ParamInfo]:
     return out
 
 
-def _swizzle_lines(k: S.Kernel, bx: str, by: str, names: Names) -> list[str]:
-    panel, order = k.annotations["swizzle"]
-    panel = int(panel)
-    lid, strip, rem, width = (names.fresh(n, internal=True) for n in ("tl_block_id", "tl_strip", "tl_rem", "tl_width"))
-    fast, slow = ("x", "y") if order == "row" else ("y", "x")
-    fast_var, slow_var = (bx, by) if order == "row" else (by, bx)
-    return [
-        f"// block rasterization: strips of {panel} {'columns' if order == 'row' else 'rows'}, "
-        f"walked {'row' if order == 'row' else 'column'} by {'row' if order == 'row' else 'column'}",
-        f"const int {lid} = blockIdx.x + blockIdx.y * gridDim.x;",
-        f"const int {strip} = {lid} / ({panel} * gridDim.{slow});",
-        f"const int {rem} = {lid} % ({panel} * gridDim.{slow});",
-        f"const int {width} = min({panel}, (int)gridDim.{fast} - {strip} * {panel});",
-        f"const int {fast_var} = {strip} * {panel} + {rem} % {width};",
-        f"const int {slow_var} = {rem} / {width};",
-    ]
+def _raster_lines(raster: tuple[int, str], k: S.Kernel, p: ExprPrinter, names: Names) -> list[str]:
+    """The block indices of a rasterized grid (:func:`tegula.ir.raster.block_coords`) as C."""
+    panel, order = raster
+    lid, gx, gy = Var("tl_block_id"), Var("gx"), Var("gy")
+    names.of[id(lid)] = names.fresh("tl_block_id", internal=True)
+    names.of[id(gx)], names.of[id(gy)] = "(int)gridDim.x", "(int)gridDim.y"
+    (_, hx), (_, hy) = (p.range_of(g) or (1, most) for g, most in zip(k.grid, _MAX_GRID))
+    p.ranges.update({gx: (1, hx), gy: (1, hy), lid: (0, hx * hy - 1)})
+    lines = [f"// block rasterization: strips of {panel} {'columns' if order == 'row' else 'rows'}, "
+             f"walked {'row' if order == 'row' else 'column'} by {'row' if order == 'row' else 'column'}",
+             f"const int {names[lid]} = blockIdx.x + blockIdx.y * gridDim.x;"]
+
+    def let(name: str, value: E.Expr) -> E.Expr:
+        v = Var(f"tl_{name}")
+        names.of[id(v)] = names.fresh(f"tl_{name}", internal=True)
+        lines.append(f"const int {names[v]} = {p(value)};")
+        p.ranges[v] = p.range_of(value)
+        return v
+
+    for v, e in zip(k.block_vars[:2], block_coords(lid, gx, gy, raster, let)):
+        lines.append(f"const {v.dtype.ctype} {names[v]} = {p(e)};")
+    return lines
 
 
 _MAX_GRID = (2**31 - 1, 65535, 65535)  # the largest grid CUDA launches, per dimension
@@ -462,18 +462,15 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
         tid_text = tname
     # block indices
     bnames = [names.bind(v) for v in k.block_vars]
-    swz = k.annotations.get("swizzle")
-    if swz and len(bnames) >= 2 and swz[1] in ("row", "col") and int(swz[0]) > 0:
-        head.extend(_swizzle_lines(k, bnames[0], bnames[1], names))
-        rest = 2
-    else:
-        rest = 0
-    for v, name, axis in list(zip(k.block_vars, bnames, "xyz"))[rest:]:
-        head.append(f"const {v.dtype.ctype} {name} = blockIdx.{axis};")
-    # allocations
     p = ExprPrinter(names, thread_idx=tid_text, fast_math=fast_math,
                     const_buffers=frozenset(const_buffers), index64=index64,
                     thread_range=(0, nthreads - 1))
+    raster = strips(k.annotations) if len(bnames) >= 2 else None
+    if raster:
+        head.extend(_raster_lines(raster, k, p, names))
+    for v, name, axis in list(zip(k.block_vars, bnames, "xyz"))[2 if raster else 0:]:
+        head.append(f"const {v.dtype.ctype} {name} = blockIdx.{axis};")
+    # allocations
     for info in params:  # a dimension is a tensor's size: not negative
         if info.kind == "dim":
             p.ranges[info.var] = (0, 2 ** (info.dtype.bits - 1) - 1)

@@ -62,7 +62,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from tegula.errors import ArgumentError, UnsupportedError
+from tegula.ir import dtype as dt
 from tegula.ir import expr as E
+from tegula.ir.evaluate import array_fn
+from tegula.ir.raster import block_coords, strips
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
@@ -238,19 +241,16 @@ def _bind(prog: Program, args: Sequence[Any]) -> tuple[list, list]:
     return env, copies
 
 
-def _logical(ck: CompiledKernel, gx: int, gy: int, x: int, y: int) -> tuple[int, int]:
-    """The block indices the kernel sees at hardware block (x, y): rasterized by
-    ``annotations["swizzle"]`` exactly as the generated code does, else the same."""
-    swz = ck.kernel.annotations.get("swizzle")
-    if not (bool(swz) and len(ck.block_slots) >= 2 and swz[1] in ("row", "col") and int(swz[0]) > 0):
-        return x, y
-    lid = x + y * gx
-    panel = int(swz[0])
-    fast_n, slow_n = (gx, gy) if swz[1] == "row" else (gy, gx)
-    strip, rem = lid // (panel * slow_n), lid % (panel * slow_n)
-    width = min(panel, fast_n - strip * panel)
-    fast, slow = strip * panel + rem % width, rem // width
-    return (fast, slow) if swz[1] == "row" else (slow, fast)
+def _logical(ck: CompiledKernel, gx: int, gy: int) -> tuple[list, list]:
+    """The block indices the kernel sees at each hardware block ``x + y * gx``: rasterized by
+    ``annotations["swizzle"]`` with the formula the generated code prints
+    (:func:`tegula.ir.raster.block_coords`), else the same."""
+    raster = strips(ck.kernel.annotations) if len(ck.block_slots) >= 2 else None
+    lid = Var("lid", dt.int64)
+    env = {lid: np.arange(gx * gy, dtype=np.int64)}
+    bx, by = (array_fn(e, lambda v: lambda env: env[v], wide=True)(env)
+              for e in block_coords(lid, gx, gy, raster))
+    return np.broadcast_to(bx, env[lid].shape).tolist(), np.broadcast_to(by, env[lid].shape).tolist()
 
 
 def _clusters(ck: CompiledKernel, grid: list) -> Any:
@@ -260,10 +260,11 @@ def _clusters(ck: CompiledKernel, grid: list) -> Any:
     cx, cy = (tuple(ck.kernel.annotations.get("cluster") or (1, 1)) + (1, 1))[:2]
     if gx % cx or gy % cy:
         raise ArgumentError(f"a grid of {gx} x {gy} blocks cannot be cut into clusters of {cx} x {cy}")
+    lx, ly = _logical(ck, gx, gy)
     for z in range(gz):
         for y0 in range(0, gy, cy):
             for x0 in range(0, gx, cx):
-                yield [((x, y, z), (*_logical(ck, gx, gy, x, y), z))
+                yield [((x, y, z), (lx[x + y * gx], ly[x + y * gx], z))
                        for y in range(y0, y0 + cy) for x in range(x0, x0 + cx)]
 
 

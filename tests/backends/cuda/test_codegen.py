@@ -348,7 +348,7 @@ def test_swizzle_formula_is_a_bijection(gx, gy, panel, order):
     cells = _swizzle_reference(gx, gy, panel, order)
     assert sorted(cells) == [(x, y) for x in range(gx) for y in range(gy)]
     src = codegen(swizzle_count(gx, gy, panel, order)).source
-    assert f"{panel} * gridDim.{'y' if order == 'row' else 'x'}" in src
+    assert f"{panel} * (int)gridDim.{'y' if order == 'row' else 'x'}" in src
     assert "tl::atomic_add(&Count[by" in src and '#include "tegula/reduce.h"' in src
 
 

@@ -7,7 +7,7 @@ store its tile (the epilogue), instead of every block filling its pipeline from 
 
 A tile's ``(bx, by)`` are the block indices the launch order would have given it: with
 ``T.use_swizzle`` / RasterBlocks' strips (``annotations["swizzle"]``) the same formula the
-generated code uses for the blocks of a grid (``codegen._swizzle_lines``), so the ``P`` blocks
+generated code uses for the blocks of a grid (:func:`tegula.ir.raster.block_coords`), so the ``P`` blocks
 run at step ``t`` the tiles one wave would have run together.
 
 The rule: a kernel WarpSpecialize splits into a loop of gemms (not attention, not a promoting
@@ -40,6 +40,7 @@ from tegula.arith.simplify import const_int
 from tegula.errors import ConfigError
 from tegula.ir import expr as E
 from tegula.ir.expr import Var
+from tegula.ir.raster import block_coords, strips
 from tegula.ir.stmt import For, Kernel, LetStmt, Stmt, seq
 
 # blocks of a persistent grid by default: one per SM of an H100 / H200 SXM (132 SMs)
@@ -66,8 +67,7 @@ def persistent_blocks(k: Kernel, blocks: Optional[int]) -> int:
     grid = [const_int(E.as_expr(g)) for g in k.grid]
     if len(grid) != 2 or any(g is None for g in grid):
         return 0
-    swz = k.annotations.get("swizzle")
-    if swz and (swz[1] not in ("row", "col") or int(swz[0]) <= 0):
+    if k.annotations.get("swizzle") and strips(k.annotations) is None:
         return 0
     return blocks if grid[0] * grid[1] > blocks else 0
 
@@ -75,15 +75,7 @@ def persistent_blocks(k: Kernel, blocks: Optional[int]) -> int:
 def tile_coords(k: Kernel, tile: E.Expr) -> tuple[E.Expr, E.Expr]:
     """(bx, by) of the ``tile``-th block of ``k``'s grid in launch order, through its strips."""
     gx, gy = (const_int(E.as_expr(g)) for g in k.grid)
-    swz = k.annotations.get("swizzle")
-    if not swz:
-        return tile % gx, tile // gx
-    panel, order = int(swz[0]), swz[1]
-    fast_n, slow_n = (gx, gy) if order == "row" else (gy, gx)
-    strip, rem = tile // (panel * slow_n), tile % (panel * slow_n)
-    width = E.minimum(panel, fast_n - strip * panel)
-    fast, slow = strip * panel + rem % width, rem // width
-    return (fast, slow) if order == "row" else (slow, fast)
+    return block_coords(tile, gx, gy, strips(k.annotations))
 
 
 def tile_loop(k: Kernel, pid: Var, t: Var, blocks: int, lets: list, body: list) -> Stmt:
