@@ -125,3 +125,12 @@ class SyncError(TegulaError):
 
 class VerifyError(TegulaError):
     """The IR broke an invariant. A pass produced it: this is a bug in tegula, not in the kernel."""
+
+
+class InternalError(RuntimeError):
+    """A bug in tegula itself, not in the kernel (not a :class:`TegulaError`): the message names
+    the kernel line and what to do meanwhile; the original exception is its ``__cause__``."""
+
+    def __init__(self, message: str, span: "Optional[Span]" = None, hint: Optional[str] = None):
+        self.span = span
+        super().__init__(render(f"internal error in tegula: {message}", span, hint))

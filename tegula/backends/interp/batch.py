@@ -19,9 +19,12 @@ another block of the batch did. The rule, checked before a launch (:func:`refusa
 
 and after each batch: 5. no element of global memory was written by two blocks of the batch
 (otherwise the last block in launch order must win: the batch runs again block by block).
-An error raised inside a batch (an out-of-bounds index, say) runs that batch again block by
-block, so the error, the element it names and the kernel line are those of the block-by-block
-run.
+A user error raised inside a batch (an out-of-bounds index, say: any
+:class:`~tegula.errors.TegulaError`) runs that batch again block by block, so the error, the
+element it names and the kernel line are those of the block-by-block run. The batched compilation declines what the batched form cannot
+express with :data:`DECLINED` errors (the launch runs block by block); any other exception while
+compiling or running a batch is a bug of the batched rules and surfaces as an
+:class:`~tegula.errors.InternalError`.
 
 How: the kernel body is rewritten (:func:`batched_body`) into one ``T.Parallel`` loop over a
 lane ``t`` per block of the batch, the block indices computed from ``t`` and the batch's first
@@ -41,7 +44,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tegula import config
-from tegula.errors import UnsupportedError
+from tegula.errors import InternalError, ScopeError, TegulaError, UnsupportedError
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import BufferLoad, Var
@@ -73,6 +76,14 @@ class BatchInfo:
     writes: int          # env slot: list of (buffer slot, flat indices, block of each)
     atomics: int         # env slot: list of (buffer slot, kind, flat indices, values, blocks)
 
+
+# what the batched compilation raises for a kernel its form cannot express (rule 4): a construct
+# it has no batched rule for (UnsupportedError: a per-block loop start, tile extents differing
+# per block, a global store the same for every block, ...) or one that cannot sit inside the
+# T.Parallel loop over the blocks (ScopeError: a break, a tile op nested in a parallel loop)
+DECLINED = (UnsupportedError, ScopeError)
+
+_HINT = "set TEGULA_INTERP_BATCH=1 to run the blocks one by one meanwhile"
 
 # the statements the batched form has rules for (others, an NPU scope say, run block by block)
 _KNOWN = (SeqStmt, Evaluate, For, While, IfThenElse, BufferStore, LetStmt, Copy, Gemm, Reduce,
@@ -326,9 +337,12 @@ class Plan:
         try:
             loop = batched_body(self.kernel, n, self.first, stacked, self.lane, align)
             body = compile_stmt(loop, ctx)
-        except Exception:  # noqa: BLE001 (what the batched form cannot do runs block by block)
+        except DECLINED:  # what the batched form cannot do runs block by block
             self.progs[n, align] = None
             return None
+        except Exception as err:  # noqa: BLE001 (a bug of the batched rules: say so)
+            raise InternalError(f"compiling the kernel's blocks side by side failed with "
+                                f"{type(err).__name__}: {err}", self.kernel.span, hint=_HINT) from err
         allocs = []
         for old, b in stacked.items():
             slot = ctx.slot(b)
@@ -382,8 +396,11 @@ class Plan:
         env[MASK] = None
         try:
             body(env)
-        except Exception:  # noqa: BLE001 (the batch runs again block by block, which reports it)
+        except TegulaError:  # a user error: the batch runs again block by block, which reports it
             return False
+        except Exception as err:  # noqa: BLE001 (a bug of the batched rules: say so)
+            raise InternalError(f"running blocks {first}..{first + n - 1} of the kernel side by side "
+                                f"failed with {type(err).__name__}: {err}", self.kernel.span, hint=_HINT) from err
         finally:
             env[MASK] = None
         ok = disjoint(env[self.writes_slot], n)

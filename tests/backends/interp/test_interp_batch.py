@@ -278,3 +278,83 @@ def test_block_level_element_add_once_per_thread(dtype: str) -> None:
             ref[b % 2] = (ref[b % 2].astype(np.float32) + np.float32(v[b])).astype(dtype) \
                 if dtype == "float16" else ref[b % 2] + v[b]
     assert same_bits(out[1], ref)
+
+
+# -- what the batched form declines, internal errors ------------------
+
+def _uneven_tiles():
+    """Tiles whose extents differ per block: the batched form declines (UnsupportedError)."""
+    @T.prim_func
+    def k(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(8, threads=32) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            T.fill(x, 0.0)
+            T.copy(X[bx * 8:bx * 8 + bx % 3 + 1], x[0:bx % 3 + 1])
+            T.copy(x, Y[bx * 8])
+    return k
+
+
+def _per_lane_atomics():
+    """An atomic inside a T.Parallel loop: the batched form declines (ScopeError)."""
+    @T.prim_func
+    def k(X: T.Tensor((64,), "float32"), Out: T.Tensor((1,), "float32")):
+        with T.Kernel(8, threads=32) as bx:
+            for i in T.Parallel(8):
+                T.atomic_add(Out[0], X[bx * 8 + i])
+    return k
+
+
+@pytest.mark.parametrize("make", [_uneven_tiles, _per_lane_atomics])
+def test_forms_the_batch_declines_run_block_by_block(make) -> None:
+    k = make()
+    assert batch.refusal(k.body) is None   # the rule allows them; the batched compilation declines
+    x = rand((64,))
+    out = np.zeros(64 if make is _uneven_tiles else 1, np.float32)
+    ref, _ = run(k, [x, out], 1)
+    got = _refused(k, [x, out])
+    assert same_bits(got[1], ref[1])
+
+
+def test_a_bug_compiling_the_batch_is_an_internal_error(monkeypatch) -> None:
+    def broken(*a, **kw):
+        raise KeyError("lane")
+    monkeypatch.setattr(batch, "batched_body", broken)
+    k = _uneven_tiles()
+    with pytest.raises(tegula.errors.InternalError) as e:
+        run(k, [rand((64,)), np.zeros(64, np.float32)], 64)
+    msg = str(e.value)
+    assert "internal error in tegula: compiling the kernel's blocks side by side failed with KeyError" in msg
+    assert "with T.Kernel(8, threads=32) as bx:" in msg and "TEGULA_INTERP_BATCH=1" in msg
+    assert isinstance(e.value.__cause__, KeyError)
+    assert not isinstance(e.value, tegula.errors.TegulaError)   # not the user's mistake
+
+
+def test_a_bug_running_the_batch_is_an_internal_error(monkeypatch) -> None:
+    from tegula.backends.interp import tileops
+    from tegula.ir.stmt import Fill
+
+    real = tileops.BATCHED[Fill]
+
+    def broken(s, ctx):
+        fill = real(s, ctx)
+
+        def run_(env):
+            fill(env)
+            raise ValueError("operands could not be broadcast together")
+        return run_
+    monkeypatch.setitem(tileops.BATCHED, Fill, broken)
+
+    @T.prim_func
+    def k(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(8, threads=32) as bx:
+            for i in T.Parallel(8):
+                Y[bx * 8 + i] = X[bx * 8 + i]
+            x = T.alloc_fragment((8,), "float32")
+            T.fill(x, 1.0)
+            T.copy(x, Y[bx * 8])
+
+    y = np.full(64, np.nan, np.float32)
+    with pytest.raises(tegula.errors.InternalError, match="running blocks 0..7 of the kernel side by side "
+                       "failed with ValueError: operands could not be broadcast together"):
+        with config.override(interp_batch=64):
+            execute(k, [rand((64,)), y])
