@@ -21,7 +21,10 @@ and after each batch: 5. no element of global memory was written by two blocks o
 (otherwise the last block in launch order must win: the batch runs again block by block).
 A user error raised inside a batch (an out-of-bounds index, say: any
 :class:`~tegula.errors.TegulaError`) runs that batch again block by block, so the error, the
-element it names and the kernel line are those of the block-by-block run. The batched compilation declines what the batched form cannot
+element it names and the kernel line are those of the block-by-block run. A batch that fails
+(an error, or check 5) first puts back the global elements it wrote, so the rerun starts from
+the memory the batch started from: after an error, global memory holds exactly what the blocks
+before the failing one wrote. The batched compilation declines what the batched form cannot
 express with :data:`DECLINED` errors (the launch runs block by block); any other exception while
 compiling or running a batch is a bug of the batched rules and surfaces as an
 :class:`~tegula.errors.InternalError`.
@@ -73,7 +76,7 @@ class BatchInfo:
     lane: Var
     size: int
     stacked: frozenset   # ids of the buffers with a leading batch dimension
-    writes: int          # env slot: list of (buffer slot, flat indices, block of each)
+    writes: int          # env slot: list of (buffer slot, flat indices, block of each, old values)
     atomics: int         # env slot: list of (buffer slot, kind, flat indices, values, blocks)
 
 
@@ -241,7 +244,7 @@ def disjoint(records: list, size: int) -> bool:
     if not records or size < 2:
         return True
     by_buf: dict = {}
-    for slot, flat, blocks in records:
+    for slot, flat, blocks, _ in records:
         by_buf.setdefault(slot, []).append((np.ravel(flat), np.ravel(blocks)))
     for parts in by_buf.values():
         lo = np.full(size, np.iinfo(np.int64).max)
@@ -267,6 +270,29 @@ def disjoint(records: list, size: int) -> bool:
         if np.any((elems[1:] == elems[:-1]) & (who[1:] != who[:-1])):
             return False
     return True
+
+
+def recorded_write(a: np.ndarray, ix: tuple, values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Store ``values`` at the index arrays ``ix`` (all of one shape, ``values`` too) of global
+    array ``a``; returns (the flat indices, the values they held before) for the batch's record."""
+    flat = ix[0] if len(ix) == 1 else np.ravel_multi_index(ix, a.shape)
+    if a.flags.c_contiguous:  # flat take and put: as cheap as one store by index arrays
+        av = a.reshape(-1)
+        old = av.take(flat)
+        av[flat] = values
+    else:
+        old = a[ix]
+        a[ix] = values
+    return flat, old
+
+
+def restore(env: list, records: list) -> None:
+    """Put back the global elements a batch wrote (``records`` of (buffer slot, flat indices,
+    blocks, the values they held before)), latest first, so each element gets its value from
+    before the batch."""
+    for slot, flat, _, old in reversed(records):
+        a = env[slot]
+        a[np.unravel_index(np.ravel(flat), a.shape)] = np.ravel(old)
 
 
 _UFUNCS = {"add": np.add, "max": np.maximum, "min": np.minimum}
@@ -397,8 +423,10 @@ class Plan:
         try:
             body(env)
         except TegulaError:  # a user error: the batch runs again block by block, which reports it
+            restore(env, env[self.writes_slot])
             return False
         except Exception as err:  # noqa: BLE001 (a bug of the batched rules: say so)
+            restore(env, env[self.writes_slot])
             raise InternalError(f"running blocks {first}..{first + n - 1} of the kernel side by side "
                                 f"failed with {type(err).__name__}: {err}", self.kernel.span, hint=_HINT) from err
         finally:
@@ -406,6 +434,8 @@ class Plan:
         ok = disjoint(env[self.writes_slot], n)
         if ok:
             apply_atomics(env, env[self.atomics_slot])
+        else:
+            restore(env, env[self.writes_slot])
         env[self.writes_slot] = env[self.atomics_slot] = None
         return ok
 

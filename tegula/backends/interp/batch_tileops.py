@@ -20,7 +20,7 @@ from tegula.ir.combiners import COMBINERS
 from tegula.ir.expr import Const
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
 from tegula.backends.closure import F32, StmtFn, compile_expr, is_narrow
-from tegula.backends.interp.batch import block_mask, per_block
+from tegula.backends.interp.batch import block_mask, per_block, recorded_write
 from tegula.backends.interp.context import Ctx
 from tegula.backends.interp.operands import KEPT, widened
 from tegula.backends.interp.tileops import (BATCHED, _acc_dtype, _clip, _prod, _reduce_tile, _scanned,
@@ -146,12 +146,14 @@ class BatchRegion:
             sel = np.broadcast_to(sel, want)
             ix = tuple(np.broadcast_to(x, want)[sel] for x in ix)
             tile = tile[sel]
-        a[ix] = tile
-        if self.record is not None:
-            blocks = np.broadcast_to(np.arange(size).reshape((size,) + (1,) * nd), want)
-            flat = np.ravel_multi_index(tuple(np.broadcast_to(x, want) if sel is None else x
-                                              for x in ix), a.shape)
-            env[self.record].append((self.bslot, flat, blocks if sel is None else blocks[sel]))
+        if self.record is None:
+            a[ix] = tile
+            return
+        if sel is None:
+            ix = tuple(np.broadcast_to(x, want) for x in ix)
+        flat, old = recorded_write(a, ix, tile)
+        blocks = np.broadcast_to(np.arange(size).reshape((size,) + (1,) * nd), want)
+        env[self.record].append((self.bslot, flat, blocks if sel is None else blocks[sel], old))
 
     def view(self, env: list) -> np.ndarray:
         """The tiles of a stacked buffer as a writable view (raises when not inside it)."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from tegula.ir.expr import BinOp, Var
 from tegula.backends.closure import MASK, CExpr, compile_expr
+from tegula.backends.interp.batch import recorded_write
 from tegula.backends.interp.context import Ctx, ParVar
 from tegula.backends.interp.exprs import out_of_bounds
 from tegula.backends.memo import outside, value_range
@@ -254,7 +255,6 @@ def _recorded_store(node: Any, ctx: Ctx, bs: int, fns: list, fv: Any) -> Callabl
             m = arrs[n + 2]
             ix = [x[m] for x in ix]
             val, blk = val[m], blk[m]
-        ix = _check_lanes(node, ix, a.shape, None)
-        a[tuple(ix)] = val
-        env[wslot].append((bs, np.ravel_multi_index(tuple(ix), a.shape), blk))
+        flat, old = recorded_write(a, tuple(_check_lanes(node, ix, a.shape, None)), val)
+        env[wslot].append((bs, flat, blk, old))
     return store

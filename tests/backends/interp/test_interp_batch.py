@@ -280,7 +280,7 @@ def test_block_level_element_add_once_per_thread(dtype: str) -> None:
     assert same_bits(out[1], ref)
 
 
-# -- what the batched form declines, internal errors ------------------
+# -- what a failed batch leaves, what the batched form declines, internal errors ------------------
 
 def _uneven_tiles():
     """Tiles whose extents differ per block: the batched form declines (UnsupportedError)."""
@@ -302,6 +302,60 @@ def _per_lane_atomics():
             for i in T.Parallel(8):
                 T.atomic_add(Out[0], X[bx * 8 + i])
     return k
+
+
+def test_an_error_in_a_batch_leaves_memory_as_block_by_block() -> None:
+    # block 4 fails after every block stored its row: the rows of blocks 5..7 must not be there
+    @T.prim_func
+    def k(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(8, threads=32) as bx:
+            for i in T.Parallel(8):
+                Y[bx * 8 + i] = X[bx * 8 + i] + 1.0
+            Y[bx * 16] = X[0]   # block 4 stores at 64
+
+    x = rand((64,))
+    left = []
+    for size in (1, 64, 3):
+        y = np.full(64, np.nan, np.float32)
+        with pytest.raises(OutOfBoundsError, match=r"index \[64\]"):
+            with config.override(interp_batch=size):
+                execute(k, [x, y])
+        left.append(y)
+    ref = np.full(64, np.nan, np.float32)
+    for b in range(5):
+        ref[b * 8:b * 8 + 8] = x[b * 8:b * 8 + 8] + np.float32(1)
+        if b < 4:
+            ref[b * 16] = x[0]
+    assert np.isnan(ref[40:48]).all() and np.isnan(ref[49:]).all()   # the rows of blocks 5..7
+    assert same_bits(left[0], ref)
+    assert same_bits(left[1], ref) and same_bits(left[2], ref)
+
+
+def test_a_batch_failing_the_disjoint_check_starts_again_from_its_memory(monkeypatch) -> None:
+    # the rerun block by block sees the memory from before the batch: the batch's writes are undone
+    seen = []
+    real = batch.disjoint
+
+    def disjoint(records, size):
+        ok = real(records, size)
+        if not ok:
+            seen.append(True)
+        return ok
+    monkeypatch.setattr(batch, "disjoint", disjoint)
+    restored = []
+    real_restore = batch.restore
+    monkeypatch.setattr(batch, "restore", lambda env, rec: (restored.append(len(rec)), real_restore(env, rec)))
+
+    @T.prim_func
+    def k(X: T.Tensor((16, 4), "float32"), Out: T.Tensor((8, 4), "float32")):
+        with T.Kernel(16, threads=32) as bx:
+            for j in T.Parallel(4):
+                Out[bx // 2, j] = X[bx, j]
+
+    x = rand((16, 4))
+    got = _refused(k, [x, np.full((8, 4), np.nan, np.float32)])
+    assert seen and restored and restored[0] > 0
+    assert same_bits(got[1], x[1::2].copy())
 
 
 @pytest.mark.parametrize("make", [_uneven_tiles, _per_lane_atomics])
@@ -329,7 +383,7 @@ def test_a_bug_compiling_the_batch_is_an_internal_error(monkeypatch) -> None:
     assert not isinstance(e.value, tegula.errors.TegulaError)   # not the user's mistake
 
 
-def test_a_bug_running_the_batch_is_an_internal_error(monkeypatch) -> None:
+def test_a_bug_running_the_batch_is_an_internal_error_and_memory_is_put_back(monkeypatch) -> None:
     from tegula.backends.interp import tileops
     from tegula.ir.stmt import Fill
 
@@ -358,3 +412,4 @@ def test_a_bug_running_the_batch_is_an_internal_error(monkeypatch) -> None:
                        "failed with ValueError: operands could not be broadcast together"):
         with config.override(interp_batch=64):
             execute(k, [rand((64,)), y])
+    assert np.isnan(y).all()   # the batch's stores were put back
