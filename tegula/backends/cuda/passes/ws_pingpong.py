@@ -35,8 +35,8 @@ while warpgroup 1 waits for its own.
 
 When it applies (:func:`turns_for`): an attention-shaped loop split into the softmax overlap's
 schedule whose block has two or more consumer warpgroups; ``tegula.ws_pingpong`` forces it on or
-off there; unset, loops of at most :data:`WS_PINGPONG_MAX_BLOCKS` key blocks take it (measured
-faster on an H200 at 32 key blocks, level to slower at 128).
+off there; unset, loops of at most :data:`WS_PINGPONG_MAX_BLOCKS` key blocks take it: none, since
+on an H200 it measured +3.6%, -2.5% and -1.4% at 32 key blocks in three calls and -0.9% at 128.
 """
 from __future__ import annotations
 
@@ -51,10 +51,11 @@ from tegula.ir.stmt import WARPGROUP, Evaluate, IfThenElse, Stmt
 # warp-specialized regions' own (lower_tile_ops._warp_specialized)
 PINGPONG_BARRIER = 9
 # ping-pong by default in the overlap's split of loops of at most this many key blocks (a trip count
-# known when the kernel is built). Measured on an H200 (2026-12-01 23:11 UTC, BENCHMARKS.md), d128
-# 128x128 tiles, median of 8 interleaved rounds: +3.6% at 32 key blocks (4x16x4096, ahead in all 8
-# rounds), -0.9% at 128 (1x16x16384, behind in 6 of 8)
-WS_PINGPONG_MAX_BLOCKS = 32
+# known when the kernel is built): none. Measured on an H200, d128 128x128 tiles, 32 key blocks
+# (4x16x4096), median of interleaved rounds against the same kernel without the turns: +3.6% (8
+# rounds, 2026-12-01 23:11 UTC), then -2.5% (3 rounds, 00:53 UTC) and -1.4% (12 rounds, 00:58 UTC);
+# at 128 key blocks -0.9%. No gain that holds, so the turns stay behind ``tegula.ws_pingpong``.
+WS_PINGPONG_MAX_BLOCKS = 0
 
 
 @dataclasses.dataclass(frozen=True)
