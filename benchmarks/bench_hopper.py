@@ -216,6 +216,11 @@ def _rounds(row: dict, rounds: int, flops: float, fns: dict) -> None:
         row[f"{name}_rounds"] = [round(flops / t / 1e9, 1) for t in ts]
 
 
+# attention's labels: tegula built with these pass configurations, in this order (None: the default)
+ATTENTION_LABELS = {"wgmma": None, "no_ws": NO_WS, "ws_overlap": WS_OVERLAP, "before_overlap": BEFORE_OVERLAP,
+                    "no_block_order": NO_BLOCK_ORDER, "no_overlap": NO_OVERLAP, "tma_no_order": TMA_NO_ORDER,
+                    "ws_tma_prologue": WS_TMA_PROLOGUE, "ws_pingpong": WS_PINGPONG, "no_pingpong": NO_PINGPONG,
+                    "wgmma_cpasync": NO_TMA, "mma_sync": MMA_SYNC}
 # labels about the block order, its combinations and the overlap's split form, timed on causal shapes only
 CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
 # labels timed at d128 only (where attention is split by default)
@@ -256,30 +261,12 @@ def attention_section(args):
                 configs = configs[:1] + configs[2:][:args.configs - 1]
             if args.attn_configs:
                 configs = [tuple(int(x) for x in c.split("x")) for c in args.attn_configs.split(",")]
+            def ours(pc):
+                return lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
+                                                target="cuda", pass_configs=pc)
+
             for label, build in (
-                ("wgmma", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1], target="cuda")),
-                ("no_ws", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
-                                                   target="cuda", pass_configs=NO_WS)),
-                ("ws_overlap", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
-                                                        out_idx=[-1], target="cuda", pass_configs=WS_OVERLAP)),
-                ("before_overlap", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
-                                                            out_idx=[-1], target="cuda", pass_configs=BEFORE_OVERLAP)),
-                ("no_block_order", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
-                                                            out_idx=[-1], target="cuda", pass_configs=NO_BLOCK_ORDER)),
-                ("no_overlap", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
-                                                        out_idx=[-1], target="cuda", pass_configs=NO_OVERLAP)),
-                ("tma_no_order", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
-                                                          out_idx=[-1], target="cuda", pass_configs=TMA_NO_ORDER)),
-                ("ws_tma_prologue", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
-                                                             out_idx=[-1], target="cuda", pass_configs=WS_TMA_PROLOGUE)),
-                ("ws_pingpong", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
-                                                         out_idx=[-1], target="cuda", pass_configs=WS_PINGPONG)),
-                ("no_pingpong", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c),
-                                                         out_idx=[-1], target="cuda", pass_configs=NO_PINGPONG)),
-                ("wgmma_cpasync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
-                                                           target="cuda", pass_configs=NO_TMA)),
-                ("mma_sync", lambda c: tegula.compile(ex.flash_attention(batch, heads, seq, dim, causal, 1, *c), out_idx=[-1],
-                                                      target="cuda", pass_configs=MMA_SYNC)),
+                *((lb, ours(pc)) for lb, pc in ATTENTION_LABELS.items()),
                 ("tilelang", lambda c: tl_ex.flash_attention(batch, heads, seq, dim, causal, 1, *c)),
             ):
                 if label in args.skip or (label in CAUSAL_ONLY and not causal) or \
