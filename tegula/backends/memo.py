@@ -195,7 +195,10 @@ class Memo:
             if rec[1] < 0:
                 return fn(env)
             k = env[one] if one >= 0 else tuple([env[s] for s in slots])
-            v = table.get(k)
+            try:
+                v = table.get(k)
+            except TypeError:  # an array where a scalar keys (a 0-d array, blocks side by side)
+                return fn(env)
             if v is not None:
                 rec[2] += 1
                 return v

@@ -148,6 +148,22 @@ def test_kept_arrays_are_read_only_and_reused():
     assert memo.value_range(a) == (3, 6)
 
 
+@pytest.mark.parametrize("key", [np.array(3), np.arange(4)], ids=["0-d", "1-d"])
+@pytest.mark.parametrize("n_slots", [1, 2])
+def test_an_array_key_computes_without_keeping(key, n_slots):
+    """A key variable holding an array (a 0-d one, as numpy code traced by torch.compile gives
+    scalars, or one value per block side by side) is computed each time: it was
+    ``TypeError: unhashable type: 'numpy.ndarray'`` raised as an InternalError."""
+    m = memo.Memo(lambda v, ctx: None)
+    slots = tuple((s, None) for s in range(1, n_slots + 1))
+    f = m.wrap(lambda env: np.arange(4) + env[1], (slots, ("tree",)))
+    env = [None, key, np.int32(1)][:n_slots + 1]
+    for _ in range(2):
+        np.testing.assert_array_equal(f(env), np.arange(4) + key)
+    (rec,) = m.tables.values()
+    assert not rec[0]
+
+
 def test_keys_that_never_recur_stop_being_kept():
     m = memo.Memo(lambda v, ctx: None)
     f = m.wrap(lambda env: np.arange(3) * env[1], (((1, None),), ("tree",)))
