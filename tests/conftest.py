@@ -1,5 +1,44 @@
+import importlib
+
 import numpy as np
 import pytest
+
+# The optional extras (pyproject.toml) and the modules that stand for them: a test marked
+# ``@pytest.mark.needs("z3")`` skips, with the extra to install, where the module does not import.
+EXTRAS = {
+    "z3": "npu",
+    "torch": "torch",
+    "matplotlib": "vis",
+    "cuda.bindings": "cuda",
+    "hypothesis": "test",
+}
+
+
+def importable(module: str) -> bool:
+    """Whether ``module`` imports here (an extra may be missing, or made unimportable on purpose)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def needs_reason(module: str) -> str:
+    """The skip reason of a test that needs ``module``: the module and the extra that brings it."""
+    extra = EXTRAS.get(module)
+    how = f" (pip install -e '.[{extra}]')" if extra else ""
+    return f"needs {module}{how}"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*modules): skip unless each optional module imports")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        for module in mark.args:
+            if not importable(module):
+                pytest.skip(needs_reason(module))
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ import time
 
 import numpy as np
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs torch (pip install -e '.[torch]')")
 
 import tegula
 import tegula.language as T

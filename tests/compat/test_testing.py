@@ -3,7 +3,8 @@ import random
 
 import numpy as np
 import pytest
-import torch
+
+torch = pytest.importorskip("torch", reason="needs torch (pip install -e '.[torch]')")
 
 from tegula.compat import device, testing
 from tegula.errors import ArgumentError

@@ -13,8 +13,11 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+
+pytest.importorskip("hypothesis", reason="needs hypothesis (pip install -e '.[test]')")
+
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 import tegula.language as T
 from tegula.arith.simplify import simplify

@@ -11,9 +11,12 @@ import random
 import signal
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
 
-from mutants import SEEDS, agree, mutant, run_everywhere
+pytest.importorskip("hypothesis", reason="needs hypothesis (pip install -e '.[test]')")
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from mutants import SEEDS, agree, mutant, run_everywhere  # noqa: E402
 
 
 LIMIT_S = 15  # a mutant that takes longer (a huge grid on the emulator) is not judged

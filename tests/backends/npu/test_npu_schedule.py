@@ -13,7 +13,7 @@ from tegula.backends.npu.sched import schedules
 from tegula.backends.npu.sched import solvers as S
 from tegula.backends.npu.sched.tasks import Dep, Problem, Task
 
-SOLVERS = ["z3", "list"]
+SOLVERS = [pytest.param("z3", marks=pytest.mark.needs("z3")), "list"]
 
 
 def _cfg(solver, seed=0):
@@ -72,6 +72,7 @@ def test_flash_attention_ii_is_within_10_percent_and_runs_race_free(ascend_examp
     assert s.stages >= 1 and all(0 <= s.stage(t) < s.stages for t in s.start)
 
 
+@pytest.mark.needs("z3")
 def test_flash_attention_compiles_in_two_seconds_with_z3(ascend_example):
     fa = ascend_example("flash_attention")
     f = fa.flash_attention(128, 64, num_stages=2)
@@ -164,6 +165,7 @@ def _toy(enable_offset=False):
 
 
 @pytest.mark.parametrize("offset", [False, True])
+@pytest.mark.needs("z3")
 def test_z3_and_list_on_the_same_problem(offset):
     z, li = S.solve(_toy(offset), "z3"), S.solve(_toy(offset), "list")
     for s in (z, li):
