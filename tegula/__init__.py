@@ -34,5 +34,18 @@ from tegula.compat.math import cdiv
 
 _install_tvm_fallback()  # `import tvm` means tegula's small namespace only while tegula is `tilelang`
 
+# submodules TileLang programs reach as attributes after ``import tilelang`` (``tilelang.cache.clear_cache()``,
+# ``tilelang.math.next_power_of_2``), imported on first use
+_LAZY_SUBMODULES = ("cache", "math", "intrinsics", "testing", "profiler", "utils", "carver", "engine", "contrib", "tvm")
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    if name in _LAZY_SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"tegula.{name}")
+    raise AttributeError(f"module 'tegula' has no attribute {name!r}")
+
+
 __all__ = ["jit", "compile", "JITKernel", "JITFunction", "PassConfigKey", "TensorSupplyType", "DataType", "cdiv",
            "disable_cache", "enable_cache", "errors", "language", "layout", "__version__"]

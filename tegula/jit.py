@@ -30,17 +30,21 @@ from tegula.runtime.kernel import JITKernel
 def compile(func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None, target: Any = "auto",
             pass_configs: Optional[dict] = None, execution_backend: Any = None,
             verbose: bool = False, target_host: Any = None, pipeline: Any = None,
-            compile_flags: Any = None) -> JITKernel:
+            compile_flags: Any = None, workspace_idx: Union[None, int, Sequence[int]] = None,
+            platform: Any = None) -> JITKernel:
     """Build ``func`` for ``target``; ``out_idx`` names the parameters the kernel allocates.
 
     ``pipeline`` (a :class:`tegula.transform.Pipeline`, e.g. ``pipeline_for(target)`` with user
     passes inserted) replaces the target's own; the disk cache keys on it. ``compile_flags`` (a
     string or a list) are extra CUDA compiler options, as the ``tl.device_compile_flags`` pass
-    config gives them; ``execution_backend``, ``verbose`` and ``target_host`` change nothing."""
+    config gives them; ``workspace_idx`` (TileLang-Ascend) names parameters the runtime allocates
+    and the caller neither passes nor gets back (GM workspaces); ``execution_backend``,
+    ``verbose``, ``target_host`` and ``platform`` change nothing."""
     if not isinstance(func, PrimFunc):
         raise KernelTypeError(f"tegula.compile takes a @T.prim_func, got {type(func).__name__}",
                               hint="decorate the kernel function with @T.prim_func")
-    return JITKernel(func, out_idx, target, _with_flags(pass_configs, compile_flags), pipeline)
+    return JITKernel(func, out_idx, target, _with_flags(pass_configs, compile_flags), pipeline,
+                     workspace_idx=workspace_idx)
 
 
 def _with_flags(pass_configs: Optional[dict], compile_flags: Any) -> Optional[dict]:
@@ -61,7 +65,7 @@ def _with_flags(pass_configs: Optional[dict], compile_flags: Any) -> Optional[di
 # ``target``, ``pass_configs``, ``compile_flags``, ``pipeline`` and (lazy style) ``out_idx``
 # replace the decorator's for that build; the others are accepted and change nothing.
 COMPILE_OPTIONS = ("target", "pass_configs", "compile_flags", "pipeline", "out_idx",
-                   "execution_backend", "target_host", "verbose", "debug_root_path")
+                   "execution_backend", "target_host", "verbose", "debug_root_path", "platform")
 
 
 def _is_eager(func: Callable) -> bool:
@@ -86,8 +90,9 @@ class JITFunction:
     """What ``@tegula.jit`` returns; see the module docstring for the two styles."""
 
     def __init__(self, func: Callable, out_idx: Any, target: Any, pass_configs: Optional[dict],
-                 pipeline: Any = None, compile_flags: Any = None):
+                 pipeline: Any = None, compile_flags: Any = None, workspace_idx: Any = None):
         self.func = func
+        self.workspace_idx = workspace_idx
         self.pipeline = pipeline
         self.out_idx = out_idx
         self.target = target
@@ -97,6 +102,12 @@ class JITFunction:
         self.tensor_names = tensor_params(func) if self.eager else []
         self._cache: dict = {}
         functools.update_wrapper(self, func)
+
+    @property
+    def __jit_impl__(self) -> "JITFunction":
+        """TileLang's handle on the jit object behind the decorated function (itself here):
+        ``f.__jit_impl__.target``, ``.out_idx``, ``.pass_configs``."""
+        return self
 
     # -- compile options given by keyword ----------------------------------------------------
     def _options(self, kwargs: dict, where: str) -> tuple[dict, dict]:
@@ -117,16 +128,17 @@ class JITFunction:
         settings = {"target": given.get("target", self.target),
                     "pass_configs": _with_flags(cfg, given.get("compile_flags")),
                     "pipeline": given.get("pipeline", self.pipeline),
-                    "out_idx": given.get("out_idx", self.out_idx)}
+                    "out_idx": given.get("out_idx", self.out_idx), "workspace_idx": self.workspace_idx}
         return rest, settings
 
     def _defaults(self) -> dict:
         return {"target": self.target, "pass_configs": self.pass_configs,
-                "pipeline": self.pipeline, "out_idx": self.out_idx}
+                "pipeline": self.pipeline, "out_idx": self.out_idx, "workspace_idx": self.workspace_idx}
 
     @staticmethod
     def _build(func: PrimFunc, out_idx: Any, settings: dict) -> JITKernel:
-        return JITKernel(func, out_idx, settings["target"], settings["pass_configs"], settings["pipeline"])
+        return JITKernel(func, out_idx, settings["target"], settings["pass_configs"], settings["pipeline"],
+                         workspace_idx=settings.get("workspace_idx"))
 
     def _check_consts(self, consts: dict, declared: Sequence[str], where: str) -> None:
         """An ArgumentError for a keyword that is no parameter, T.const symbol or option."""
@@ -258,7 +270,7 @@ class JITFunction:
         consts = {n: v for n, v in kwargs.items() if n not in params}
         kwargs = {n: v for n, v in kwargs.items() if n in params}
         tensors, others = self._split(args, kwargs, partial=True)
-        info = {n: (tuple(int(x) for x in t.shape), str(t.dtype)) if n in tensors else None
+        info = {n: (tuple(int(x) for x in tensors[n].shape), str(tensors[n].dtype)) if n in tensors else None
                 for n in self.tensor_names}
         tr = trace_eager(self.func, others, info, consts)
         self._check_consts(consts, tr.const_names, "get_tir()")
@@ -303,11 +315,12 @@ __all__ = ["jit", "compile", "JITFunction", "JITImpl", "JITKernel"]
 def jit(func: Optional[Callable] = None, *, out_idx: Union[None, int, Sequence[int]] = None,
         target: Any = "auto", pass_configs: Optional[dict] = None, execution_backend: Any = None,
         verbose: bool = False, debug_root_path: Any = None, target_host: Any = None,
-        pipeline: Any = None, compile_flags: Any = None) -> Any:
+        pipeline: Any = None, compile_flags: Any = None,
+        workspace_idx: Union[None, int, Sequence[int]] = None, platform: Any = None) -> Any:
     """Decorator, with or without arguments: ``@tegula.jit`` or ``@tegula.jit(out_idx=[-1])``.
 
-    ``pipeline`` and ``compile_flags`` are as for :func:`compile`: every kernel the function
-    builds uses them."""
+    ``pipeline``, ``compile_flags`` and ``workspace_idx`` are as for :func:`compile`: every
+    kernel the function builds uses them."""
     if func is None:
-        return lambda f: JITFunction(f, out_idx, target, pass_configs, pipeline, compile_flags)
-    return JITFunction(func, out_idx, target, pass_configs, pipeline, compile_flags)
+        return lambda f: JITFunction(f, out_idx, target, pass_configs, pipeline, compile_flags, workspace_idx)
+    return JITFunction(func, out_idx, target, pass_configs, pipeline, compile_flags, workspace_idx)

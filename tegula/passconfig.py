@@ -95,6 +95,10 @@ class PassConfigKey(str, enum.Enum):
     TL_ENABLE_DEBUG = "tl.enable_debug"
     # Ascend: insert the flags between pipes automatically (TileLang-Ascend's key)
     TL_ASCEND_AUTO_SYNC = "tl.ascend_auto_sync"
+    # TileLang-Ascend's other keys: memory planning, cube/vector combination, cross-core sync
+    TL_ASCEND_MEMORY_PLANNING = "tl.ascend_memory_planning"
+    TL_ASCEND_AUTO_CV_COMBINE = "tl.ascend_auto_cv_combine"
+    TL_ASCEND_AUTO_CV_SYNC = "tl.ascend_auto_cross_core_sync"
     # tegula's own
     TEGULA_DISABLE_BARRIER_INSERTION = "tegula.disable_barrier_insertion"
     TEGULA_EMU_RACES_AS_WARNINGS = "tegula.emu_races_as_warnings"
@@ -193,6 +197,13 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",
     K.TL_ASCEND_AUTO_SYNC: "Ascend: insert the flags between pipes automatically",
+    K.TL_ASCEND_MEMORY_PLANNING: "Ascend: tegula always plans NPU memory (PlanNpuMemory: offsets, "
+                                 "alignment, capacity), so True changes nothing and False does not turn it off",
+    K.TL_ASCEND_AUTO_CV_COMBINE: "Ascend: tegula always combines a developer-level kernel's cube and "
+                                 "vector code into one mixed kernel (AssignNpuScopes), so the key changes nothing",
+    K.TL_ASCEND_AUTO_CV_SYNC: "Ascend: cross-core flags for GM hand-offs between cube and vector scopes; "
+                              "InsertSync adds them whenever it runs (TL_ASCEND_AUTO_SYNC, developer-level "
+                              "kernels), so the key alone changes nothing",
     K.TEGULA_NPU_EMU_SEED: "ascend-emu: the seed of the adversarial pipe order",
     K.TEGULA_NPU_SCHEDULER: "NPU AutoSchedule: \"auto\" (z3 when installed), \"z3\" or \"list\"",
 }

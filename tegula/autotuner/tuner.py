@@ -161,12 +161,23 @@ class AutoTuneFunction:
         return getattr(self.jit_function.func, "__name__", "kernel")
 
     # -- configurations ------------------------------------------------------------------------
-    def _configs(self, given: dict) -> list[dict]:
+    def _configs(self, given: dict, args: tuple = (), kwargs: Optional[dict] = None) -> list[dict]:
+        """The configurations: the list, or what the function ``configs`` returns. A function
+        whose parameters are named like the factory's gets those arguments by name; one whose
+        positional parameters are not (TileLang-Ascend's ``get_configs(key_args, key_kwargs)``)
+        gets the call's positional arguments and its sorted keyword items, as TileLang-Ascend
+        calls it."""
         configs = self.configs
         if callable(configs):
             sig = inspect.signature(configs)
             takes_any = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
-            configs = configs(**{k: v for k, v in given.items() if takes_any or k in sig.parameters})
+            positional = [p for p in sig.parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            factory = self.jit_function.signature.parameters
+            if positional and not takes_any and not any(p.name in factory for p in positional):
+                configs = configs(tuple(args), tuple(sorted((kwargs or {}).items())))
+            else:
+                configs = configs(**{k: v for k, v in given.items() if takes_any or k in sig.parameters})
         configs = [dict(c) for c in (configs or [])]
         if not configs or not all(isinstance(c, dict) for c in configs):
             raise ArgumentError(f"autotune({self.name}): configs must be a non-empty list of dicts "
@@ -208,7 +219,7 @@ class AutoTuneFunction:
             given = dict(jf.signature.bind_partial(*args, **kwargs).arguments)
         except TypeError as e:
             raise ArgumentError(f"{self.name}(): {e}") from None
-        configs = self._configs(given)
+        configs = self._configs(given, args, kwargs)
         if self._given_config(configs, given):
             return jf(*args, **kwargs)
         if jf.eager:
@@ -259,7 +270,7 @@ class AutoTuneFunction:
         jf = self.jit_function
         if not jf.eager:
             return self(**kwargs)
-        configs = self._configs(kwargs)
+        configs = self._configs(kwargs, (), kwargs)
         if self._given_config(configs, kwargs):
             return jf.compile(**kwargs)
         key = ("compiled", _freeze(kwargs))

@@ -2,6 +2,9 @@
 
     python -m tegula run prog.py [args...]       runs prog.py as __main__ (sys.argv = [prog.py, args...])
     python -m tegula run -m pytest [args...]     runs a module as __main__ (here: pytest)
+    python -m tegula run --target T prog.py ...  kernels default to target T; ``ascend-emu:a2a3`` /
+                                                 ``ascend-emu:a5`` also stand in for the Ascend host
+                                                 (:mod:`tegula.compat.npu_host`)
 
 The alias (:func:`tegula.compat.alias.alias_tilelang`) is installed first, in this process only.
 """
@@ -15,7 +18,8 @@ from typing import Sequence
 
 from tegula.compat.alias import alias_tilelang
 
-USAGE = "usage: python -m tegula run PROG.py [ARGS...] | python -m tegula run -m MODULE [ARGS...]"
+USAGE = ("usage: python -m tegula run [--target TARGET] PROG.py [ARGS...] | "
+         "python -m tegula run [--target TARGET] -m MODULE [ARGS...]")
 
 
 def _exit_code(e: SystemExit) -> int:
@@ -34,13 +38,29 @@ def _find_module(name: str) -> object:
         return None
 
 
+def _take_target(argv: list) -> tuple:
+    """``--target T`` / ``--target=T`` before the program: (T or None, the rest)."""
+    if argv[:1] == ["--target"] and len(argv) >= 2:
+        return argv[1], argv[2:]
+    if argv and argv[0].startswith("--target="):
+        return argv[0].split("=", 1)[1], argv[1:]
+    return None, argv
+
+
 def main(argv: Sequence[str]) -> int:
     """Run a program or a module (``-m NAME``) with the alias; returns its exit status."""
     argv = list(argv)
+    target, argv = _take_target(argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] == "-m" and len(argv) < 2:
         print(USAGE, file=sys.stderr if not argv or argv[0] == "-m" else sys.stdout)
         return 2 if not argv or argv[0] == "-m" else 0
     alias_tilelang()
+    if target is not None:
+        from tegula.compat.npu_host import use_target
+
+        status = use_target(target)
+        if status:
+            return status
     try:
         if argv[0] == "-m":
             module = argv[1]

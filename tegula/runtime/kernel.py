@@ -44,7 +44,8 @@ class JITKernel:
     """
 
     def __init__(self, func: PrimFunc, out_idx: Union[None, int, Sequence[int]] = None,
-                 target: Any = "auto", pass_configs: Optional[dict] = None, pipeline: Any = None):
+                 target: Any = "auto", pass_configs: Optional[dict] = None, pipeline: Any = None,
+                 workspace_idx: Union[None, int, Sequence[int]] = None):
         from tegula.passconfig import check_pass_configs
         from tegula.transform.pipeline import check_pipeline
 
@@ -57,8 +58,13 @@ class JITKernel:
         for i in self.out_idx:
             if not isinstance(func.params[i], Buffer):
                 raise ConfigError(f"out_idx names parameter '{func.params[i].name}', which is a scalar")
-        self.inputs = [i for i in range(n_user) if i not in self.out_idx]
-        self.workspaces = list(range(n_user, len(func.params)))  # T.alloc_global: ours to allocate
+        # TileLang-Ascend's workspace_idx: parameters the runtime allocates, hidden from the caller
+        hidden = [i for i in normalize_out_idx(workspace_idx, n_user) if i not in self.out_idx]
+        for i in hidden:
+            if not isinstance(func.params[i], Buffer):
+                raise ConfigError(f"workspace_idx names parameter '{func.params[i].name}', which is a scalar")
+        self.inputs = [i for i in range(n_user) if i not in self.out_idx and i not in hidden]
+        self.workspaces = hidden + list(range(n_user, len(func.params)))  # T.alloc_global: ours to allocate
         self.pipeline = check_pipeline(pipeline, self.target, self.pass_configs)
         self.artifact = builder_for(self.target)(func, self.target, self.pass_configs, self.pipeline)
         self.device = "cpu" if kind_of(self.target).runs_on_host else "cuda"
