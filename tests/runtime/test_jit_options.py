@@ -134,3 +134,12 @@ def test_compile_flags_and_the_pass_config_are_split_by_one_rule():
         _options(bad)
     with pytest.raises(ConfigError, match="compile_flags must be a string"):
         _with_flags(None, 5)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_eager_get_tir_with_tensors_specializes_on_their_shapes(target, rng):
+    a = rng.standard_normal(160).astype(np.float32)
+    prim = scale.get_tir(a, factor=0.5)   # tensors given: their shapes and dtypes, no T.const values
+    assert "160" in prim.script() and "float32" in prim.script()
+    k = tegula.compile(prim, out_idx=[-1], target=target)
+    np.testing.assert_allclose(k(a), a.astype(np.float64) * 0.5, rtol=1e-6)
