@@ -1,6 +1,5 @@
 """TileLang names users reach for outside the T namespace: TensorSupplyType, layout helpers,
 disable_cache."""
-import numpy as np
 import pytest
 
 import tegula as tilelang

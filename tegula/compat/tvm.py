@@ -26,7 +26,7 @@ import types
 from typing import Any, Mapping, Optional
 
 from tegula import errors as _errors
-from tegula.compat.datatype import DataType
+from tegula.compat.datatype import DataType  # noqa: F401 (tvm.DataType)
 from tegula.ir import expr as _E
 from tegula.ir.stmt import PrimFunc as _PrimFunc
 from tegula.ir.structural import assert_structural_equal as _ase, structural_equal as _se

@@ -32,7 +32,7 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import BufferLoad, Expr, Var
-from tegula.ir.stmt import BufferStore, Copy, For, IfThenElse, PrimFunc, Stmt, TileOp
+from tegula.ir.stmt import BufferStore, Copy, For, IfThenElse, Stmt
 from tegula.ir.visitor import Mutator, Visitor, substitute
 from tegula.language import semantic
 from tegula.language.builder import current

@@ -14,7 +14,6 @@ import numpy as np
 from tegula.errors import ArgumentError
 from tegula.ir import dtype as dt
 from tegula.ir.buffer import Buffer
-from tegula.ir import expr as E
 from tegula.ir.evaluate import evaluate
 from tegula.ir.visitor import collect_vars
 from tegula.ir.expr import Var

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional
 
 from tegula.errors import ArgumentError
 from tegula.ir import stmt as S
-from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.buffer import BufferRegion
 from tegula.ir.expr import BufferLoad, Expr, Var
 from tegula.ir.visitor import post_order_visit
 

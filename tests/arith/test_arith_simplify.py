@@ -9,7 +9,6 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BinOp, Compare, Const, Select, UnaryOp, Var, const
 from tegula.ir.stmt import BufferStore, Copy, For, IfThenElse, Kernel, PrimFunc, seq
-from tegula.ir.structural import structural_equal
 
 a, b, i, j, k = Var("a"), Var("b"), Var("i"), Var("j"), Var("k")
 f = Var("f", E.dt.float32)

@@ -4,7 +4,6 @@ Each example's ``main`` asserts its own tolerance; the tests here add the cases 
 each kernel (shapes that are not multiples of the tile, dynamic dims, both gemm styles, causal and
 GQA attention) and check a few results directly.
 """
-import math
 import subprocess
 import sys
 

@@ -1,9 +1,8 @@
 from ir_samples import gemm_func, misc_func
-from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var, const
 from tegula.ir.span import Span, span_scope
-from tegula.ir.stmt import BufferStore, Copy, For, Kernel, LetStmt, PrimFunc, TileOp, seq
+from tegula.ir.stmt import BufferStore, Copy, For, Kernel, LetStmt, TileOp, seq
 from tegula.ir.structural import structural_equal
 from tegula.ir.visitor import (Mutator, Visitor, collect_vars, post_order_visit, substitute,
                                uses_var)

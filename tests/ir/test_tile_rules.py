@@ -11,7 +11,7 @@ import tegula.backends.interp  # noqa: F401 (registers the cpu rules)
 import tegula.ir.printer  # noqa: F401 (registers the print rules)
 from tegula.errors import MissingRuleError, UnsupportedError
 from tegula.ir import stmt as S
-from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.buffer import BufferRegion
 from tegula.ir.span import Span
 from tegula.ir.tile_rules import TILE_RULES, TileRules, missing_rule, op_name, tile_rule
 from tegula_files import names_a_tegula_file

@@ -1,5 +1,4 @@
 """Small kernels the tool tests trace, plot and tune."""
-import tegula
 import tegula.language as T
 
 

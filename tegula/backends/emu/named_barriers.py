@@ -22,7 +22,7 @@ taken id by id, arrivals before waits.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 

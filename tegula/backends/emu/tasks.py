@@ -26,8 +26,6 @@ import dataclasses
 import threading
 from typing import Any, Callable, Optional
 
-import numpy as np
-
 from tegula.errors import SyncError
 from tegula.ir.stmt import WARP_SPECIALIZE, AttrStmt, IfThenElse, SeqStmt, Stmt
 from tegula.ir.visitor import Mutator

@@ -13,7 +13,6 @@ a miss. The kept arrays live in the run's ``env`` and go with it.
 """
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 

@@ -29,7 +29,6 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tegula.errors import KernelTypeError, SyncError, TegulaError
-from tegula.ir.expr import Const
 from tegula.ir.npu import (FLAG_IDS, BarrierAll, CoreScope, Mma, NpuKernel, PipeBarrier,
                            SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
 from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, np_scalar, poison

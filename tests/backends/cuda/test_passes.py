@@ -1,5 +1,4 @@
 """Before/after checks of individual CUDA passes (no compiler needed)."""
-import numpy as np
 import pytest
 
 import tegula

@@ -15,7 +15,7 @@ import tegula
 import tegula.language as T
 from tegula.backends.cuda.compiler import available_backends
 from tegula.backends.cuda.pipeline import lower
-from tegula.errors import KernelTypeError, ScopeError, TegulaError, UnsupportedError
+from tegula.errors import KernelTypeError, ScopeError, UnsupportedError
 from tegula.passconfig import PassConfigKey
 from tegula.target import Target
 from tegula_files import names_a_tegula_file

@@ -5,7 +5,6 @@ tasks, bar.sync / bar.arrive) against float64, and on an H200 in the ``gpu`` tes
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import tegula

@@ -12,7 +12,7 @@ import pytest
 
 import tegula
 import tegula.language as T
-from tegula.backends.emu import batch, races, stmts, warp
+from tegula.backends.emu import races, stmts, warp
 from tegula.errors import OutOfBoundsError, RaceError
 from tegula.passconfig import PassConfigKey
 

@@ -28,7 +28,7 @@ from tegula.ir import expr as E
 from tegula.ir import stmt as S
 
 from emu_util import assert_match, random_args
-from hopper_util import KERNELS, SYNC, Mutate, lowered, sync_statements, without
+from hopper_util import KERNELS, Mutate, lowered, sync_statements, without
 
 LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention": "flash_attention.py:",
          "gemm_ws_overlap": "gemm.py:", "flash_attention_overlap": "flash_attention.py:",

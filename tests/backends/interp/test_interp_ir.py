@@ -1,6 +1,8 @@
 """Interpreter tests on hand-built tile-level IR, against float64 / exact numpy references."""
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pytest
 from interp_ir import ceildiv, func, kernel, region
@@ -24,14 +26,14 @@ def rand(shape: tuple, dtype: str = "float32", lo: float = -2, hi: float = 2) ->
     return x.astype(dt.as_dtype(dtype).np)
 
 
-def par2(m: int, n: int, body: "function") -> Stmt:
+def par2(m: int, n: int, body: Callable) -> Stmt:
     """``for i, j in T.Parallel(m, n): body(i, j)``."""
     i, j = Var("i"), Var("j")
     return For(i, const(0), m, For(j, const(0), n, seq(*body(i, j)), kind="parallel"),
                kind="parallel")
 
 
-def par1(m: int, body: "function") -> Stmt:
+def par1(m: int, body: Callable) -> Stmt:
     i = Var("i")
     return For(i, const(0), m, seq(*body(i)), kind="parallel")
 

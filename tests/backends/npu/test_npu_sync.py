@@ -6,7 +6,7 @@ import pytest
 import tegula
 import tegula.language as T
 from tegula.errors import RaceError, SyncError
-from tegula.ir.npu import PipeBarrier, SetFlag, SYNC_NODES, WaitFlag
+from tegula.ir.npu import SetFlag, SYNC_NODES, WaitFlag
 from tegula.ir.stmt import seq
 from tegula.ir.visitor import Mutator, post_order_visit
 from tegula.target import Target
