@@ -45,15 +45,20 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.run(args.target, args.seed)
 
 
-def _kernel_options(p: argparse.ArgumentParser) -> None:
+def _kernel_options(p: argparse.ArgumentParser, target_help: str = "") -> None:
     p.add_argument("--kernel", metavar="NAME", default=None,
-                   help="which kernel of FILE (needed when it defines several)")
+                   help="which kernel of FILE (needed when it defines several; FILE:NAME says the same)")
     p.add_argument("--set", metavar="K=V", action="append", default=[], dest="sets",
                    help="a factory argument, e.g. --set M=1024 --set block_M=64 (repeatable; values "
                         "are Python literals, else strings)")
+    p.add_argument("--args", metavar="ARG", nargs="+", default=[], dest="args",
+                   help="the factory's arguments: positional values, then NAME=VALUE "
+                        "(e.g. --args 1024 1024 1024 block_M=64)")
+    p.add_argument("--config", metavar="K=V", action="append", default=[], dest="configs",
+                   help="a pass config, e.g. --config tegula.disable_barrier_insertion=True (repeatable)")
     p.add_argument("--target", default="cuda:sm_90a",
-                   help="pipeline to run: 'cuda:sm_80', 'cuda:sm_90a', 'cuda-emu' (no GPU needed), or 'cpu' "
-                        "(the tile IR only) (default: %(default)s)")
+                   help=target_help or "pipeline to run: 'cuda:sm_80', 'cuda:sm_90a', 'cuda-emu' (no GPU "
+                        "needed), 'ascend-emu:a2a3', or 'cpu' (the tile IR only) (default: %(default)s)")
 
 
 def _trace_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,23 +72,73 @@ def _trace_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _diff_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE.py", help="as for 'trace'")
-    p.add_argument("a", metavar="PassA", help="a pass name, 'input' (the tile IR) or a step number")
-    p.add_argument("b", metavar="PassB", help="a pass name, 'input' or a step number (-1: the last)")
+    p.add_argument("specs", metavar="A B | FILE PassA PassB", nargs="+",
+                   help="two kernels FILE[:KERNEL] (the same one twice with --target-b, --set-b or "
+                        "--config-b for two targets or variants), diffed pass by pass and then "
+                        "their generated source; or one FILE and two points of its pipeline "
+                        "(a pass name, 'input' or a step number, -1: the last)")
     _kernel_options(p)
+    p.add_argument("--target-b", default=None, help="B's target (default: --target)")
+    p.add_argument("--set-b", metavar="K=V", action="append", default=[], dest="sets_b",
+                   help="B's factory arguments on top of A's (e.g. --set-b transpose_B=True)")
+    p.add_argument("--config-b", metavar="K=V", action="append", default=[], dest="configs_b",
+                   help="B's pass configs on top of A's")
     p.add_argument("--context", type=int, default=3, help="lines of context (default: %(default)s)")
+
+
+def _source_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="FILE[:KERNEL]",
+                   help="a Python file defining a @T.prim_func, a @tegula.jit function or a factory, "
+                        "with the kernel's name after a colon when it defines several")
+    _kernel_options(p, "what to generate: 'cuda:sm_80' / 'cuda:sm_90a' (CUDA C++, no compiler "
+                       "needed), 'ascendc:a2a3' (Ascend C), 'ascend-pto:a2a3' (PTO C++), 'cuda-emu' / "
+                       "'ascend-emu:a2a3' (the lowered IR they run), 'cpu' (the tile IR) "
+                       "(default: %(default)s)")
+    p.add_argument("--pass", metavar="NAME", default=None, dest="after",
+                   help="print the IR right after this pass instead (a name as 'trace' prints it, "
+                        "'input' or a step number)")
+
+
+def _load(args: argparse.Namespace, spec: str, sets: Sequence[str] = ()) -> object:
+    """The PrimFunc a command names: FILE[:KERNEL] (or --kernel), --args and --set (+ ``sets``)."""
+    from tegula.tools.trace import load_kernel, parse_args, parse_sets, split_spec
+
+    path, name = split_spec(spec)
+    pos, kw = parse_args(args.args)
+    kw.update(parse_sets(args.sets))
+    kw.update(parse_sets(sets))
+    return load_kernel(path, name or args.kernel, kw, pos)
+
+
+def _configs(items: Sequence[str]) -> Optional[dict]:
+    from tegula.tools.trace import parse_sets
+
+    return parse_sets(items) or None
 
 
 def _traced(args: argparse.Namespace, command: str) -> Optional[object]:
     from tegula.errors import TegulaError
-    from tegula.tools.trace import load_kernel, parse_sets, trace
+    from tegula.tools.trace import trace
 
     try:
-        func = load_kernel(args.file, args.kernel, parse_sets(args.sets))
-        return trace(func, target=args.target)
+        return trace(_load(args, args.file), target=args.target, pass_configs=_configs(args.configs))
     except TegulaError as e:
         print(f"python -m tegula {command}: {e}", file=sys.stderr)
         return None
+
+
+def _source(args: argparse.Namespace) -> int:
+    from tegula.errors import TegulaError
+    from tegula.tools.source import kernel_source
+
+    try:
+        func = _load(args, args.spec)
+        print(kernel_source(func, target=args.target, pass_configs=_configs(args.configs),
+                            after=None if args.after is None else _point(args.after)), end="")
+    except TegulaError as e:
+        print(f"python -m tegula source: {e}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _trace(args: argparse.Namespace) -> int:
@@ -112,18 +167,53 @@ def _point(text: str) -> object:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from tegula.errors import TegulaError
+    from tegula.errors import ConfigError, TegulaError
     from tegula.tools.diff import diff
 
+    try:
+        if len(args.specs) == 2 or (len(args.specs) == 1 and (args.target_b or args.sets_b or args.configs_b)):
+            return _diff_two(args)
+        if len(args.specs) != 3:
+            raise ConfigError(f"diff takes two kernels (A B) or a file and two passes, got {len(args.specs)} "
+                              "arguments", hint="python -m tegula diff gemm.py:matmul gemm.py:matmul "
+                                                "--target cuda:sm_80 --target-b cuda:sm_90a")
+    except TegulaError as e:
+        print(f"python -m tegula diff: {e}", file=sys.stderr)
+        return 1
+    args.file, a, b = args.specs
     tr = _traced(args, "diff")
     if tr is None:
         return 1
     try:
-        print(diff(tr, _point(args.a), _point(args.b), context=args.context), end="")
+        print(diff(tr, _point(a), _point(b), context=args.context), end="")
     except TegulaError as e:
         print(f"python -m tegula diff: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _diff_two(args: argparse.Namespace) -> int:
+    """Two kernels, two targets or two variants, pass by pass, then their generated source."""
+    from tegula.tools.diff import compare
+    from tegula.tools.source import kernel_source
+    from tegula.tools.trace import trace
+
+    spec_a, spec_b = (args.specs * 2)[:2]
+    target_b = args.target_b or args.target
+    cfg_a = _configs(args.configs)
+    cfg_b = _configs(args.configs + args.configs_b)
+    fa, fb = _load(args, spec_a), _load(args, spec_b, args.sets_b)
+    ta = trace(fa, target=args.target, pass_configs=cfg_a)
+    tb = trace(fb, target=target_b, pass_configs=cfg_b)
+    label_a, label_b = (spec_a, spec_b) if spec_a != spec_b else ("A", "B")
+    if args.target != target_b:
+        label_a, label_b = f"{label_a} {args.target}", f"{label_b} {target_b}"
+    sources = None
+    if ta.error is None and tb.error is None:
+        sources = (kernel_source(fa, target=args.target, pass_configs=cfg_a),
+                   kernel_source(fb, target=target_b, pass_configs=cfg_b))
+    print(compare(ta, tb, label_a, label_b, context=args.context, sources=sources), end="")
+    return 1 if ta.error is not None or tb.error is not None else 0
 
 
 def _cache_arguments(p: argparse.ArgumentParser) -> None:
@@ -180,8 +270,18 @@ COMMANDS: list[Command] = [
             "verifier finds. Prints each step and a table of pass times, or with --html writes one "
             "self-contained page. Exit code 1 when a pass fails or the verifier finds a problem.",
             _trace_arguments, _trace),
-    Command("diff", "unified diff of a kernel's IR between two passes",
-            "Like 'trace', then prints the unified diff of the IR from PassA to PassB (names as "
+    Command("source", "print a kernel's generated source (CUDA C++, Ascend C, PTO) or its IR after a pass",
+            "Loads FILE.py, builds the kernel (FILE:KERNEL picks one; factory arguments from --args "
+            "and --set), lowers it for --target and prints the generated source: CUDA C++ for "
+            "'cuda:ARCH' (no GPU or compiler needed), Ascend C for 'ascendc:a2a3', PTO C++ for "
+            "'ascend-pto:ARCH', the lowered IR for the emulators, the tile IR for 'cpu'. With "
+            "--pass NAME, the IR right after that pass. Exit code 1 on an error.",
+            _source_arguments, _source),
+    Command("diff", "diff two kernels (or targets, or variants) pass by pass, or one kernel between two passes",
+            "With two kernels A and B (FILE[:KERNEL] each; one FILE twice with --target-b, --set-b "
+            "or --config-b for two targets or variants of it): both are lowered, and for each pass "
+            "(paired by name) the IR after it is diffed, then the generated source. With FILE PassA "
+            "PassB: like 'trace', then the unified diff of the IR from PassA to PassB (names as "
             "'trace' prints them, case-insensitive; 'input' is the tile IR; numbers are steps).",
             _diff_arguments, _diff),
     Command("cache", "inspect, check or empty the disk cache of compiled kernels",

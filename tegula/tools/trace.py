@@ -34,7 +34,7 @@ from tegula.transform.pipeline import Pipeline, check_pipeline
 from tegula.transform.trace import INPUT, Point, Step, Trace, dump
 
 __all__ = ["trace", "diff", "resolve", "Trace", "Step", "INPUT", "Point", "dump", "load_kernel",
-           "parse_sets", "DEFAULT_TARGET"]
+           "parse_sets", "parse_args", "split_spec", "DEFAULT_TARGET"]
 
 DEFAULT_TARGET = "cuda:sm_90a"
 
@@ -156,10 +156,43 @@ def _kernels_in(module: Any) -> dict[str, Any]:
     return found
 
 
-def load_kernel(path: str, name: Optional[str] = None, sets: Optional[dict] = None) -> PrimFunc:
+def parse_args(tokens: Iterable[str]) -> tuple[tuple, dict]:
+    """``["1024", "512", "block_M=64"]`` -> ``((1024, 512), {"block_M": 64})``: a factory's
+    positional arguments, then keywords (values are Python literals when they parse, else strings)."""
+    import ast
+
+    args: list = []
+    kwargs: dict = {}
+    for tok in tokens:
+        key, eq, _ = tok.partition("=")
+        if eq and key.strip().isidentifier():
+            kwargs.update(parse_sets([tok]))
+            continue
+        if kwargs:
+            raise ConfigError(f"--args: positional value {tok!r} after a keyword",
+                              hint="give positional values first: --args 1024 1024 block_M=64")
+        try:
+            args.append(ast.literal_eval(tok))
+        except (ValueError, SyntaxError):
+            args.append(tok)
+    return tuple(args), kwargs
+
+
+def split_spec(spec: str) -> tuple[str, Optional[str]]:
+    """``"examples/gemm.py:matmul"`` -> ``("examples/gemm.py", "matmul")``; a spec without a
+    ``:NAME`` tail (or whose tail is no identifier, as in ``C:\\x.py``) is the file alone."""
+    path, colon, name = spec.rpartition(":")
+    if colon and name.isidentifier() and path:
+        return path, name
+    return spec, None
+
+
+def load_kernel(path: str, name: Optional[str] = None, sets: Optional[dict] = None,
+                args: tuple = ()) -> PrimFunc:
     """The PrimFunc that ``path`` (a Python file) defines: a ``@T.prim_func``, a ``@tegula.jit``
-    function or a factory, picked by ``name`` when the file defines several, built with ``sets``
-    as keyword arguments. Raises ConfigError naming the choices or the missing arguments."""
+    function or a factory, picked by ``name`` when the file defines several, built with ``args``
+    (positional) and ``sets`` (keywords). Raises ConfigError naming the choices or the missing
+    arguments."""
     import importlib.util
     import inspect
     import sys
@@ -189,11 +222,11 @@ def load_kernel(path: str, name: Optional[str] = None, sets: Optional[dict] = No
     else:
         raise ConfigError(f"{os.path.basename(path)} defines "
                           + (f"several kernels ({', '.join(kernels)})" if kernels else "no kernel"),
-                          hint="pick one with --kernel NAME (a @T.prim_func, a @tegula.jit function "
+                          hint="pick one with FILE:NAME or --kernel NAME (a @T.prim_func, a @tegula.jit function "
                                "or a factory)")
     sets = dict(sets or {})
     if isinstance(obj, PrimFunc):
-        if sets:
+        if sets or args:
             raise ConfigError("--set is for factories; this kernel is a @T.prim_func already")
         return obj
     obj = getattr(obj, "jit_function", obj)
@@ -202,10 +235,14 @@ def load_kernel(path: str, name: Optional[str] = None, sets: Optional[dict] = No
     fn = obj.func if isinstance(obj, JITFunction) else obj
     sig = inspect.signature(fn)
     if isinstance(obj, JITFunction) and obj.eager:
+        if args:
+            raise ConfigError("an eager @tegula.jit function takes its tensors positionally; "
+                              "give shape symbols and parameters as NAME=VALUE")
         return obj.compile(**sets).func
+    given = set(sets) | set(list(sig.parameters)[:len(args)])
     missing = [p for p, v in sig.parameters.items() if v.default is inspect.Parameter.empty
-               and v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD) and p not in sets]
+               and v.kind not in (v.VAR_POSITIONAL, v.VAR_KEYWORD) and p not in given]
     if missing:
         raise ConfigError(f"{fn.__name__}{sig} needs a value for {', '.join(missing)}",
                           hint="pass them with --set, e.g. " + " ".join(f"--set {m}=..." for m in missing))
-    return resolve(obj, (), sets).func
+    return resolve(obj, tuple(args), sets).func
