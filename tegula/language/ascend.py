@@ -19,11 +19,13 @@ exist and how big the memories are is the machine model's (``tegula/backends/npu
 from __future__ import annotations
 
 import ast
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
 from tegula.errors import KernelSyntaxError, KernelTypeError, ScopeError, ShapeError
 from tegula.ir import expr as E
+from tegula.ir import vecops
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.npu import (CORE_KINDS, HARD_EVENTS, BarrierAll, CoreScope, Mma, NpuKernel,
                            PipeBarrier, SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
@@ -175,34 +177,90 @@ def _flag(x: Any) -> Any:
 
 
 # -- vector library ----------------------------------------------------------------------------
+#
+# Every T.tile.<op> is a row of the vector-op table (tegula/ir/vecops.py): its parameters, its
+# shape rule and its attributes come from there; this is the one function that builds them.
 
-_UNARY = ("exp", "ln", "abs", "reciprocal", "sqrt", "rsqrt", "relu", "sigmoid", "silu")
-_BINARY = ("add", "sub", "mul", "div", "max", "min")
-
-
-def _vec(op: str, dst: Any, *srcs: Any, **attrs: Any) -> None:
+def _vec(op: str, args: tuple, kwargs: dict) -> None:
+    row = vecops.VEC_OPS[op]
     what = f"T.tile.{op}"
+    sig = _signature(row)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise KernelTypeError(f"{what}: {e}", hint=f"the signature is {row.signature()}") from None
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    dst = values.pop("dst")
 
     def make() -> VecOp:
         d = semantic.to_region(dst, f"{what} destination")
         ops: list = []
-        for s in srcs:
-            if isinstance(s, (Buffer, BufferRegion)) and not (isinstance(s, Buffer) and s.scope == "local.var"):
-                r = semantic.to_region(s, f"{what} operand")
-                rs, ds = r.tile_shape(), d.tile_shape()
-                if not (semantic.same_shape(rs, ds) or _row_broadcast(rs, ds)):
-                    raise ShapeError(f"{what}: operand '{r.buffer.name}' {semantic.shape_str(rs)} does not "
-                                     f"match the destination '{d.buffer.name}' {semantic.shape_str(ds)}",
-                                     hint="operands have the destination's shape, or one value per row")
-                ops.append(r)
+        attrs: dict = {}
+        for name, v in values.items():
+            if name in row.ignore:
+                continue
+            if name in row.attrs or name == "count":
+                if v is not None:
+                    attrs[name] = _attr(v, name, what)
+                continue
+            if isinstance(v, (Buffer, BufferRegion)) and not (isinstance(v, Buffer) and v.scope == "local.var"):
+                ops.append(semantic.to_region(v, f"{what} operand '{name}'"))
+            elif v is None:
+                raise KernelTypeError(f"{what}: '{name}' is missing", hint=f"the signature is {row.signature()}")
             else:
-                ops.append(E.as_expr(s, like=d.dtype))
+                ops.append(E.as_expr(v, like=d.dtype))
         for r in [d] + [o for o in ops if isinstance(o, BufferRegion)]:
             if r.buffer.scope != "ub":
                 raise ScopeError(f"{what}: '{r.buffer.name}' is in {r.buffer.scope}; the vector "
                                  "library works on UB tiles", hint="allocate it with T.alloc_ub")
-        return VecOp(op, d, tuple(ops), dict(attrs))
+        ds = d.tile_shape()
+        if row.check is not None:
+            shapes = [_const_shape(o.tile_shape()) if isinstance(o, BufferRegion) else None for o in ops]
+            try:
+                attrs = {**attrs, **row.check(_const_shape(ds), shapes, attrs)}
+            except vecops.VecOpError as e:
+                raise ShapeError(f"{what}: {e}", hint=e.hint or f"the signature is {row.signature()}") from None
+        else:
+            for r in ops:
+                if not isinstance(r, BufferRegion):
+                    continue
+                rs = r.tile_shape()
+                if not (semantic.same_shape(rs, ds) or _row_broadcast(rs, ds)):
+                    raise ShapeError(f"{what}: operand '{r.buffer.name}' {semantic.shape_str(rs)} does not "
+                                     f"match the destination '{d.buffer.name}' {semantic.shape_str(ds)}",
+                                     hint="operands have the destination's shape, or one value per row")
+        return VecOp(op, d, tuple(ops), attrs)
     _emit_tile(what, make)
+
+
+def _signature(row: Any) -> inspect.Signature:
+    ps = [inspect.Parameter("dst", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for p in row.params:
+        name, sep, default = p.partition("=")
+        dv = inspect.Parameter.empty if not sep else \
+            (None if default == "None" else int(default) if default.lstrip("-").isdigit() else default)
+        ps.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=dv))
+    return inspect.Signature(ps)
+
+
+def _attr(v: Any, name: str, what: str) -> Any:
+    """An attribute value: a Python value, or a constant expression's value."""
+    if isinstance(v, E.Const):
+        return v.value
+    if isinstance(v, E.Expr):
+        raise KernelTypeError(f"{what}: '{name}' must be known when the kernel is built, got an "
+                              "expression of the kernel's values")
+    return v
+
+
+def _const_shape(shape: Any) -> tuple:
+    out = []
+    for e in shape:
+        if isinstance(e, E.Const):
+            e = int(e.value)
+        out.append(e)
+    return tuple(out)
 
 
 def _row_broadcast(src: tuple, dst: tuple) -> bool:
@@ -210,62 +268,29 @@ def _row_broadcast(src: tuple, dst: tuple) -> bool:
     return len(dst) == 2 and len(src) == 1 and semantic.same_shape(src, dst[:1])
 
 
+def _make_tile_op(op: str) -> Any:
+    def f(*args: Any, **kwargs: Any) -> None:
+        _vec(op, args, kwargs)
+    f.__name__ = op
+    f.__doc__ = f"``{vecops.VEC_OPS[op].signature()}`` on UB tiles (tegula/ir/vecops.py)."
+    return f
+
+
 class _Tile:
-    """``T.tile.*``: vector instructions on UB tiles, destination first. A tile operand has the
-    destination's shape, or one value per row (broadcast along the row); a scalar operand is
-    any expression."""
+    """``T.tile.*``: vector instructions on UB tiles, destination first; one per row of the
+    vector-op table (:mod:`tegula.ir.vecops`). A tile operand has the destination's shape, or one
+    value per row (broadcast along the row); a scalar operand is any expression."""
 
     def __getattr__(self, name: str) -> Any:
+        if name in vecops.VEC_OPS:
+            return _make_tile_op(name)
         raise KernelTypeError(f"T.tile has no operation '{name}'",
-                              hint="available: " + ", ".join(_UNARY + _BINARY + ("fill", "cast",
-                                                                                "copy", "axpy")))
-
-    @staticmethod
-    def fill(dst: Any, value: Any) -> None:
-        _vec("fill", dst, value)
+                              hint="available: " + ", ".join(sorted(vecops.VEC_OPS) + ["clear"]))
 
     @staticmethod
     def clear(dst: Any) -> None:
-        _vec("fill", dst, 0)
+        _vec("fill", (dst, 0), {})
 
-    @staticmethod
-    def cast(dst: Any, src: Any, mode: str = "CAST_RINT", count: Any = None) -> None:
-        _vec("cast", dst, src)
-
-    @staticmethod
-    def copy(dst: Any, src: Any) -> None:
-        _vec("copy", dst, src)
-
-    @staticmethod
-    def axpy(dst: Any, src: Any, alpha: Any) -> None:
-        """``dst += alpha * src``."""
-        _vec("axpy", dst, src, alpha)
-
-    @staticmethod
-    def leaky_relu(dst: Any, src: Any, alpha: Any) -> None:
-        _vec("leaky_relu", dst, src, alpha)
-
-
-def _make_unary(op: str) -> Any:
-    def f(dst: Any, src: Any) -> None:
-        _vec(op, dst, src)
-    f.__name__ = op
-    f.__doc__ = f"``dst = {op}(src)`` elementwise on UB."
-    return staticmethod(f)
-
-
-def _make_binary(op: str) -> Any:
-    def f(dst: Any, a: Any, b: Any) -> None:
-        _vec(op, dst, a, b)
-    f.__name__ = op
-    f.__doc__ = f"``dst = {op}(a, b)`` elementwise on UB (b a tile, a per-row tile or a scalar)."
-    return staticmethod(f)
-
-
-for _op in _UNARY:
-    setattr(_Tile, _op, _make_unary(_op))
-for _op in _BINARY:
-    setattr(_Tile, _op, _make_binary(_op))
 
 tile = _Tile()
 

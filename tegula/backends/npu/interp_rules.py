@@ -272,7 +272,7 @@ def _vec(s: VecOp, ctx: Ctx) -> StmtFn:
     def vec(env: list) -> None:
         d = dst.view(env)
         vals = [o.read(env) if isinstance(o, Region) else o(env) for o in ops]
-        d[...] = semantics.vec(s.op, d, vals)
+        d[...] = semantics.vec(s.op, d, vals, s.attrs, s.span)
     return vec
 
 

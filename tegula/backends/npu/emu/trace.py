@@ -254,7 +254,7 @@ class Issuer:
                 reads.append(writes[-1])
 
             def run() -> None:
-                pd(semantics.vec(s.op, gd(), [x() if callable(x) else x for x in srcs]))
+                pd(semantics.vec(s.op, gd(), [x() if callable(x) else x for x in srcs], s.attrs, s.span))
         elif isinstance(s, Reduce):
             gs, _ = operand(s.src, False)
             gd, pd = operand(s.dst, True)

@@ -1,0 +1,442 @@
+"""The vector-op table: what every NPU vector instruction (``T.tile.<op>``) means, in one place.
+
+One row per op gives its parameters (``T.tile.<op>(dst, ...)``), its numpy semantics, its PTO and
+Ascend C spellings, its pipe and its cost row, and the ``T.Parallel`` body it is (ParallelToVec).
+The frontend (``language/ascend.py``), the interpreter and the NPU emulator
+(``backends/npu/semantics.py``), InsertSync and the scheduler (what it reads and writes), the cost
+model (``backends/npu/cost.py``), the ParallelToVec pass and both emitters read it, so a new
+``T.tile`` op is one row here plus its tests. Like :mod:`tegula.ir.ops` (the scalar operator
+table) it sits on the IR floor: it imports numpy and the operator table only.
+
+Operands. A :class:`~tegula.ir.npu.VecOp` holds the destination region and ``srcs``: UB regions
+or scalar expressions, in the row's parameter order; parameters named in ``attrs`` are Python
+values kept on the node (``mode``, ``axis``). The *form* of an op is one letter per source:
+``t`` a tile of the destination's shape (or any tile, for ``raw`` rows), ``r`` a tile of one value
+per row (broadcast along the row), ``s`` a scalar. The spellings are keyed by form.
+
+Semantics. ``elementwise`` rows compute ``fn(*operands)`` with operands broadcast to the
+destination's shape (narrow floats widened to float32, the result rounded to the destination's
+dtype once, as one vector instruction does); ``reads_dst`` rows get the destination's old value
+first. A ``count`` parameter (upstream's element count) limits the op to the first ``count``
+elements of the destination (row-major); the rest keep their value. ``raw`` rows compute
+``fn(dst, srcs, attrs)`` on whole arrays (masks, gathers, index vectors).
+
+Spellings are ``str.format`` templates: ``{d}`` the destination, ``{0}``, ``{1}``, ... the sources
+(tiles by name, scalars as C expressions; a per-row tile as PTO's column tile), ``{n}`` the
+element count, ``{T}`` / ``{ST}`` the C type of the destination / first source, and the node's
+attributes by name. A form with no spelling is an UnsupportedError of the emitter, naming the op.
+
+Masks. ``compare`` writes one bit per element (bit ``i % 8`` of byte ``i // 8``, LSB first) into
+the bytes of its destination, as Ascend's ``Compare`` does; ``select`` reads them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from tegula.ir import ops
+
+F32 = np.dtype(np.float32)
+
+
+class VecOpError(Exception):
+    """An operand of ``T.tile.<op>`` that does not fit the row (the frontend reports it)."""
+
+    def __init__(self, msg: str, hint: str = ""):
+        super().__init__(msg)
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class VecRow:
+    """One vector op. See the module docstring for the fields' meaning."""
+
+    name: str
+    params: tuple                     # parameter names after dst; "name=default" for defaults
+    fn: Callable                      # numpy semantics (elementwise or raw)
+    pto: dict = field(default_factory=dict)       # form -> template
+    ascendc: dict = field(default_factory=dict)   # form -> template
+    cost: tuple = (256, 1, 6)         # a2a3: bytes per cycle, cycles per repeat, delay
+    slow: bool = False                # a5: half throughput (transcendental)
+    raw: bool = False                 # fn(dst, srcs, attrs) instead of elementwise
+    reads_dst: bool = False           # the old destination is an operand
+    attrs: tuple = ()                 # parameters kept as Python values on the node
+    ignore: tuple = ()                # parameters accepted and not used
+    check: Optional[Callable] = None  # (dst shape, src shapes or None, attrs) -> attrs; VecOpError
+    parallel: Optional[str] = None    # the T.Parallel body it is: "binop:add", "call:exp", ...
+    commutes: bool = False
+    pipe: str = "V"
+    fields: Optional[Callable] = None  # (node) -> extra template fields
+    doc: str = ""
+
+    def signature(self) -> str:
+        return f"T.tile.{self.name}(dst, {', '.join(self.params)})"
+
+    def param_names(self) -> list:
+        return [p.split("=")[0] for p in self.params]
+
+
+# -- semantics helpers -----------------------------------------------------------------------
+def _relu(x: Any) -> Any:
+    return np.maximum(x, 0)
+
+
+def _sigmoid(x: Any) -> Any:
+    return 1 / (1 + np.exp(-x))
+
+
+def _compare(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    a, b = srcs
+    a = np.asarray(a).reshape(-1)
+    b = np.asarray(b).reshape(-1) if np.ndim(b) else b
+    bits = np.asarray(ops.COMPARE[attrs["mode"].lower()].np(a, b), bool)
+    packed = np.packbits(bits, bitorder="little")
+    out = np.ascontiguousarray(dst).copy()
+    flat = out.reshape(-1).view(np.uint8)
+    if packed.size > flat.size:
+        raise VecOpError(f"the mask of {a.size} elements needs {packed.size} bytes; the destination "
+                         f"has {flat.size}")
+    flat[:packed.size] = packed
+    return out
+
+
+def _mask_bits(mask: np.ndarray, n: int) -> np.ndarray:
+    m = np.ascontiguousarray(mask).reshape(-1).view(np.uint8)
+    return np.unpackbits(m, bitorder="little")[:n].astype(bool)
+
+
+def _select(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    mask, a, b = srcs
+    bits = _mask_bits(mask, dst.size).reshape(dst.shape)
+    a = np.asarray(a).reshape(dst.shape)
+    b = np.asarray(b).reshape(dst.shape) if np.ndim(b) else b
+    return np.where(bits, a, b).astype(dst.dtype)
+
+
+def _broadcast(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    src = np.asarray(srcs[0])
+    if dst.ndim == 2:
+        src = src.reshape((1, -1) if attrs.get("axis") == 0 else (-1, 1)) if src.ndim == 1 else src
+    return np.broadcast_to(src, dst.shape).astype(dst.dtype)
+
+
+def _check_broadcast(dst: tuple, srcs: list, attrs: dict) -> dict:
+    src = srcs[0]
+    axis = attrs.get("axis")
+    if src is None:
+        raise VecOpError("the source must be a UB tile")
+    if len(dst) == 1:
+        if tuple(src)[-1:] not in ((1,), tuple(dst)):
+            raise VecOpError(f"cannot broadcast {tuple(src)} to {tuple(dst)}")
+        return {"axis": 0}
+    if len(dst) != 2 or len(src) not in (1, 2):
+        raise VecOpError("broadcast takes 1-d or 2-d tiles")
+    if len(src) == 1:
+        if axis == 0 or (axis is None and src[0] == dst[1]):
+            src, axis = (1, src[0]), 0
+        elif axis == 1 or (axis is None and src[0] == dst[0]):
+            src, axis = (src[0], 1), 1
+        else:
+            raise VecOpError(f"cannot broadcast {tuple(srcs[0])} to {tuple(dst)} (axis={axis})")
+    if axis is None:
+        axis = 0 if src[0] == 1 and dst[0] != 1 else 1 if src[1] == 1 and dst[1] != 1 else 0
+    if axis not in (0, 1):
+        raise VecOpError(f"axis must be 0 or 1, got {axis!r}")
+    if src[axis] != 1 and tuple(src) != tuple(dst) or src[1 - axis] != dst[1 - axis]:
+        raise VecOpError(f"cannot broadcast {tuple(srcs[0])} to {tuple(dst)} along axis {axis}")
+    return {"axis": axis}
+
+
+def _check_compare(dst: tuple, srcs: list, attrs: dict) -> dict:
+    mode = str(attrs.get("mode", "")).upper()
+    if mode not in ("EQ", "NE", "GT", "GE", "LT", "LE"):
+        raise VecOpError(f"unknown compare mode {attrs.get('mode')!r}",
+                         hint='modes are "EQ", "NE", "GT", "GE", "LT", "LE"')
+    if srcs[0] is None:
+        raise VecOpError("the first operand must be a UB tile")
+    if srcs[1] is not None and tuple(srcs[1]) != tuple(srcs[0]):
+        raise VecOpError(f"the operands' shapes differ: {tuple(srcs[0])} and {tuple(srcs[1])}")
+    return {"mode": mode}
+
+
+_SEL_MODES = ("VSEL_CMPMASK_SPR", "VSEL_TENSOR_SCALAR_MODE", "VSEL_TENSOR_TENSOR_MODE")
+
+
+def _check_select(dst: tuple, srcs: list, attrs: dict) -> dict:
+    mode = attrs.get("mode")
+    if mode not in _SEL_MODES:
+        raise VecOpError(f"unknown select mode {mode!r}", hint="modes are " + ", ".join(_SEL_MODES))
+    if srcs[0] is None:
+        raise VecOpError("the mask must be a UB tile")
+    for s in srcs[1:]:
+        if s is not None and int(np.prod(s)) != int(np.prod(dst)):
+            raise VecOpError(f"operand {tuple(s)} does not match the destination {tuple(dst)}")
+    if srcs[1] is None:
+        raise VecOpError("the first value operand must be a UB tile")
+    if (srcs[2] is None) != (mode == "VSEL_TENSOR_SCALAR_MODE"):
+        raise VecOpError(f"{mode} takes a {'scalar' if srcs[2] is None else 'tile'} second operand",
+                         hint="VSEL_TENSOR_SCALAR_MODE selects between a tile and a scalar")
+    return {"mode": mode}
+
+
+def _check_any(dst: tuple, srcs: list, attrs: dict) -> dict:
+    return attrs
+
+
+def _gather(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    src, offs = srcs
+    src = np.asarray(src).reshape(-1)
+    idx = (np.asarray(offs).reshape(-1).astype(np.int64) - int(attrs.get("base", 0))) // src.dtype.itemsize
+    n = min(dst.size, idx.size)
+    if idx[:n].size and (idx[:n].min() < 0 or idx[:n].max() >= src.size):
+        raise VecOpError(f"a gather offset reads past the source's {src.size} elements")
+    out = dst.copy().reshape(-1)
+    out[:n] = src[idx[:n]]
+    return out.reshape(dst.shape)
+
+
+def _vec_index(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    first = srcs[0]
+    step = srcs[1] if len(srcs) > 1 else 1
+    n = dst.size if len(srcs) < 3 else int(srcs[2])
+    out = dst.copy().reshape(-1)
+    out[:n] = (np.asarray(first, np.float64) + np.arange(n) * np.asarray(step, np.float64)).astype(dst.dtype)
+    return out.reshape(dst.shape)
+
+
+def _transpose(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    return np.asarray(srcs[0]).reshape(dst.shape[::-1]).T.astype(dst.dtype)
+
+
+def _check_transpose(dst: tuple, srcs: list, attrs: dict) -> dict:
+    if srcs[0] is None or len(dst) != 2 or tuple(srcs[0]) != tuple(dst)[::-1]:
+        raise VecOpError(f"transpose takes an (R, C) tile into a (C, R) destination, got "
+                         f"{srcs[0] and tuple(srcs[0])} -> {tuple(dst)}")
+    return attrs
+
+
+# -- spelling helpers ---------------------------------------------------------------------------
+def _unary(pto: Optional[str], asc: Optional[str]) -> dict:
+    return {"pto": {"t": f"{pto}({{d}}, {{0}});"} if pto else {},
+            "ascendc": {"t": f"{asc}({{d}}, {{0}}, {{n}});"} if asc else {}}
+
+
+def _binary(pto: Optional[str], asc: Optional[str], asc_s: Optional[str] = None, *,
+            row: bool = True) -> dict:
+    p = {}
+    if pto:
+        p = {"tt": f"{pto}({{d}}, {{0}}, {{1}});", "ts": f"{pto}S({{d}}, {{0}}, {{1}});"}
+        if row:
+            p["tr"] = f"TROWEXPAND{pto[1:]}({{d}}, {{0}}, {{1}});"
+    a = {}
+    if asc:
+        a["tt"] = f"{asc}({{d}}, {{0}}, {{1}}, {{n}});"
+    if asc_s:
+        a["ts"] = asc_s
+    return {"pto": p, "ascendc": a}
+
+
+def _cast_fields(s: Any) -> dict:
+    wide = s.dst.dtype.itemsize > s.srcs[0].dtype.itemsize
+    return {"round": "CAST_NONE" if wide else "CAST_RINT"}
+
+
+def _shape_fields(s: Any) -> dict:
+    d = [int(x) for x in s.dst.tile_shape()]
+    src = [int(x) for x in s.srcs[0].tile_shape()]
+    d2 = d if len(d) == 2 else [1] + d
+    s2 = src if len(src) == 2 else ([1] + src if s.attrs.get("axis", 0) == 0 else src + [1])
+    return {"R": d2[0], "C": d2[1], "sR": s2[0], "sC": s2[1], "dim": len(d)}
+
+
+def _src_count(s: Any) -> dict:
+    n = 1
+    for e in s.srcs[0].tile_shape():
+        n *= int(e)
+    return {"n": n}
+
+
+def _row(name: str, params: str, fn: Callable, spell: Optional[dict] = None, **kw: Any) -> VecRow:
+    spell = spell or {}
+    return VecRow(name, tuple(p.strip() for p in params.split(",") if p.strip()), fn,
+                  spell.get("pto", {}), spell.get("ascendc", {}), **kw)
+
+
+def _ts(asc: str) -> str:
+    return f"{asc}({{d}}, {{0}}, ({{T}})({{1}}), {{n}});"
+
+
+_ROWS = [
+    # -- moves and conversions
+    _row("fill", "value", lambda v: v,
+         {"pto": {"s": "TEXPANDS({d}, {0});"}, "ascendc": {"s": "Duplicate({d}, ({T}){0}, {n});"}}),
+    _row("copy", "src", lambda x: x,
+         {"pto": {"t": "TMOV({d}, {0});"}, "ascendc": {"t": "DataCopy({d}, {0}, {n});"}},
+         parallel="load"),
+    _row("cast", "src, mode=CAST_RINT, count=None", lambda x: x,
+         {"pto": {"t": "TCVT({d}, {0}, RoundMode::{round});"},
+          "ascendc": {"t": "Cast({d}, {0}, RoundMode::{round}, {n});"}},
+         cost=(256, 1, 7), ignore=("mode",), fields=_cast_fields, parallel="cast"),
+    _row("round", "src, count=None", np.rint,
+         {"pto": {"t": "TCVT({d}, {0}, RoundMode::CAST_RINT);"},
+          "ascendc": {"t": "Cast({d}, {0}, RoundMode::CAST_RINT, {n});"}}, cost=(256, 1, 7)),
+    # -- unary
+    _row("exp", "src", np.exp, _unary("TEXP", "Exp"), cost=(128, 1, 12), slow=True,
+         parallel="call:exp"),
+    _row("ln", "src", np.log, _unary("TLOG", "Ln"), cost=(128, 1, 12), slow=True,
+         parallel="call:log"),
+    _row("abs", "src", np.abs, _unary("TABS", "Abs"), parallel="call:abs"),
+    _row("reciprocal", "src", lambda x: 1 / x, _unary("TRECIP", "Reciprocal"), cost=(128, 1, 13),
+         slow=True),
+    _row("sqrt", "src", np.sqrt, _unary("TSQRT", "Sqrt"), cost=(128, 1, 12), slow=True,
+         parallel="call:sqrt"),
+    _row("rsqrt", "src", lambda x: 1 / np.sqrt(x), _unary("TRSQRT", "Rsqrt"), cost=(128, 1, 13),
+         slow=True, parallel="call:rsqrt"),
+    _row("relu", "src", _relu, _unary("TRELU", "Relu")),
+    _row("sigmoid", "src", _sigmoid, _unary("TSIGMOID", "Sigmoid"), cost=(128, 2, 12)),
+    _row("silu", "src", lambda x: x * _sigmoid(x), _unary("TSILU", "Silu"), cost=(128, 2, 12)),
+    _row("sin", "src", np.sin, _unary(None, "Sin"), cost=(128, 2, 12), slow=True),
+    _row("cos", "src", np.cos, _unary(None, "Cos"), cost=(128, 2, 12), slow=True),
+    _row("bitwise_not", "src", np.invert, _unary("TNOT", "Not")),
+    # -- binary (a tile, a per-row tile or a scalar second operand)
+    _row("add", "src0, src1", np.add, _binary("TADD", "Add", _ts("Adds")), parallel="binop:add",
+         commutes=True),
+    _row("sub", "src0, src1", np.subtract,
+         _binary("TSUB", "Sub", "Adds({d}, {0}, ({T})(-({1})), {n});"), parallel="binop:sub"),
+    _row("mul", "src0, src1", np.multiply, _binary("TMUL", "Mul", _ts("Muls")), cost=(256, 1, 7),
+         parallel="binop:mul", commutes=True),
+    _row("div", "src0, src1", np.divide,
+         _binary("TDIV", "Div", "Muls({d}, {0}, ({T})(1.0f / ({1})), {n});"), cost=(128, 1, 13),
+         slow=True, parallel="binop:div"),
+    _row("max", "src0, src1", np.maximum, _binary("TMAX", "Max", _ts("Maxs")), parallel="binop:max",
+         commutes=True),
+    _row("min", "src0, src1", np.minimum, _binary("TMIN", "Min", _ts("Mins")), parallel="binop:min",
+         commutes=True),
+    _row("pow", "src0, src1", np.power, _binary(None, "Power", _ts("Power")), cost=(128, 2, 13),
+         slow=True),
+    _row("bitwise_and", "src0, src1", np.bitwise_and, _binary("TAND", "And", row=False)),
+    _row("bitwise_or", "src0, src1", np.bitwise_or, _binary("TOR", "Or", row=False)),
+    _row("bitwise_xor", "src0, src1", np.bitwise_xor, _binary("TXOR", "Xor", row=False)),
+    _row("bitwise_lshift", "src, shift", np.left_shift,
+         {"pto": {"ts": "TSHLS({d}, {0}, {1});"}, "ascendc": {"ts": _ts("ShiftLeft")}}),
+    _row("bitwise_rshift", "src, shift", np.right_shift,
+         {"pto": {"ts": "TSHRS({d}, {0}, {1});"}, "ascendc": {"ts": _ts("ShiftRight")}}),
+    _row("row_expand_mul", "src0, src1", np.multiply,
+         {"pto": {"tr": "TROWEXPANDMUL({d}, {0}, {1});"}}, cost=(256, 1, 7)),
+    # -- with a scalar
+    _row("axpy", "src, alpha", lambda d, x, a: d + a * x,
+         {"pto": {"ts": "TAXPY({d}, {0}, {1});"}, "ascendc": {"ts": "Axpy({d}, {0}, {1}, {n});"}},
+         cost=(256, 1, 7), reads_dst=True),
+    _row("leaky_relu", "src, alpha", lambda x, a: np.where(x >= 0, x, x * a),
+         {"pto": {"ts": "TLRELU({d}, {0}, {1});"}, "ascendc": {"ts": "LeakyRelu({d}, {0}, {1}, {n});"}},
+         cost=(256, 1, 7)),
+    _row("mul_add_dst", "src0, src1", lambda d, a, b: a * b + d,
+         {"ascendc": {"tt": "MulAddDst({d}, {0}, {1}, {n});"}}, cost=(256, 1, 7), reads_dst=True),
+    _row("clamp_max", "src, value, count=None", np.minimum,
+         {"pto": {"ts": "TMINS({d}, {0}, {1});"}, "ascendc": {"ts": _ts("Mins")}}),
+    _row("clamp_min", "src, value, count=None", np.maximum,
+         {"pto": {"ts": "TMAXS({d}, {0}, {1});"}, "ascendc": {"ts": _ts("Maxs")}}),
+    _row("clamp", "src, lo, hi, count=None", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
+         {"pto": {"tss": "TMAXS({d}, {0}, {1}); TMINS({d}, {d}, {2});"},
+          "ascendc": {"tss": "Maxs({d}, {0}, ({T})({1}), {n}); Mins({d}, {d}, ({T})({2}), {n});"}},
+         cost=(128, 1, 12)),
+    # -- masks, selection, data movement inside UB
+    _row("compare", "src0, src1, mode", _compare,
+         {"pto": {"tt": "TCMP({d}, {0}, {1}, CmpMode::{mode});",
+                  "ts": "TCMPS({d}, {0}, {1}, CmpMode::{mode});"},
+          "ascendc": {"tt": "Compare({d}, {0}, {1}, CMPMODE::{mode}, {n});",
+                      "ts": "CompareScalar({d}, {0}, ({ST})({1}), CMPMODE::{mode}, {n});"}},
+         raw=True, attrs=("mode",), check=_check_compare, fields=_src_count),
+    _row("select", "mask, src0, src1, mode", _select,
+         {"pto": {"ttt": "TSEL({d}, {0}, {1}, {2});", "tts": "TSELS({d}, {0}, {1}, {2});"},
+          "ascendc": {"ttt": "Select({d}, {0}, {1}, {2}, SELMODE::{mode}, {n});",
+                      "tts": "Select({d}, {0}, {1}, ({T})({2}), SELMODE::{mode}, {n});"}},
+         raw=True, attrs=("mode",), check=_check_select, cost=(256, 1, 7)),
+    _row("broadcast", "src, axis=None", _broadcast,
+         {"pto": {"t": "TCOLEXPAND({d}, {0});", "r": "TROWEXPAND({d}, {0});"},
+          "ascendc": {"t": "{{ uint32_t ds[{dim}] = {{{R}, {C}}}; uint32_t ss[{dim}] = {{{sR}, {sC}}}; "
+                           "Broadcast<{T}, {dim}, {axis}, false>({d}, {0}, ds, ss); }}"}},
+         raw=True, attrs=("axis",), check=_check_broadcast, fields=_shape_fields),
+    _row("gather", "src, offset, base=0", _gather,
+         {"ascendc": {"tt": "Gather({d}, {0}, {1}, (uint32_t){base}, {n});"}},
+         raw=True, attrs=("base",), check=_check_any, cost=(128, 2, 12)),
+    _row("createvecindex", "first", _vec_index,
+         {"pto": {"s": "TCI({d}, {0});"}, "ascendc": {"s": "CreateVecIndex({d}, ({T})({0}), {n});"}},
+         raw=True, check=_check_any),
+    _row("arith_progression", "first, diff, count", _vec_index,
+         {"ascendc": {"sss": "ArithProgression<{T}>({d}, ({T})({0}), ({T})({1}), {2});"}},
+         raw=True, check=_check_any, pipe="V"),
+    _row("transpose", "src", _transpose,
+         {"pto": {"t": "TTRANS({d}, {0});"}, "ascendc": {"t": "Transpose({d}, {0});"}},
+         raw=True, check=_check_transpose),
+]
+
+VEC_OPS: dict[str, VecRow] = {r.name: r for r in _ROWS}
+
+# the T.Parallel bodies ParallelToVec turns into vector ops: "binop:add" -> the add row
+PARALLEL_FORMS: dict[str, VecRow] = {r.parallel: r for r in _ROWS if r.parallel}
+
+
+def row(name: str) -> VecRow:
+    """The row of vector op ``name`` (KeyError for an unknown op)."""
+    return VEC_OPS[name]
+
+
+def form(srcs: tuple, dst_shape: tuple) -> str:
+    """The operand form of a VecOp's sources (``t`` tile, ``r`` per-row tile, ``s`` scalar)."""
+    out = []
+    for x in srcs:
+        if not hasattr(x, "buffer"):
+            out.append("s")
+        elif len(dst_shape) == 2 and tuple(x.tile_shape()) != tuple(dst_shape) and \
+                _numel(x.tile_shape()) == _numel(dst_shape[:1]):
+            out.append("r")
+        else:
+            out.append("t")
+    return "".join(out)
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for e in shape:
+        n *= int(e) if isinstance(e, int) else int(getattr(e, "value", 1))
+    return n
+
+
+def _operand(x: Any, shape: tuple) -> Any:
+    if isinstance(x, np.ndarray):
+        v = x.astype(F32) if x.dtype.kind == "f" and x.dtype.itemsize < 4 else x
+        rows = int(np.prod(shape[:-1]))
+        if len(shape) >= 2 and v.size == rows and v.size != int(np.prod(shape)):
+            return v.reshape(tuple(shape[:-1]) + (1,))
+        return v.reshape(shape)
+    return np.float32(x) if isinstance(x, float) else x
+
+
+def compute(op: str, dst: np.ndarray, srcs: list, attrs: Optional[dict] = None) -> np.ndarray:
+    """The value ``T.tile.<op>`` writes into ``dst`` (a new array of dst's shape and dtype);
+    ``srcs``: numpy tiles or scalars, in the node's order."""
+    r = VEC_OPS[op]
+    attrs = attrs or {}
+    if r.raw:
+        return np.asarray(r.fn(dst, srcs, attrs)).astype(dst.dtype).reshape(dst.shape)
+    shape = dst.shape
+    xs = [_operand(s, shape) for s in srcs]
+    count = attrs.get("count")
+    if r.reads_dst:
+        xs = [_operand(dst, shape)] + xs
+    if r.name == "fill":
+        val = np.broadcast_to(np.asarray(xs[0], dtype=F32 if dst.dtype.kind == "f" else dst.dtype), shape)
+    else:
+        val = r.fn(*xs)
+    out = np.broadcast_to(np.asarray(val), shape).astype(dst.dtype)
+    if count is not None and int(count) < dst.size:
+        keep = dst.copy().reshape(-1)
+        keep[:int(count)] = out.reshape(-1)[:int(count)]
+        return keep.reshape(shape)
+    return out
+
+
+__all__ = ["VecRow", "VEC_OPS", "PARALLEL_FORMS", "VecOpError", "row", "form", "compute"]
