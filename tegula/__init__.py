@@ -12,6 +12,7 @@ from tegula.passconfig import PassConfigKey
 from tegula.runtime.kernel import JITKernel
 from tegula.runtime.profiler import TensorSupplyType
 from tegula import layout  # noqa: F401  (tegula.layout.make_swizzled_layout)
+from tegula import torch  # noqa: F401  (tegula.torch.op; routes kernel calls inside torch.compile)
 
 
 def disable_cache() -> None:

@@ -24,6 +24,8 @@ from tegula.ir.stmt import PrimFunc
 from tegula.language.parser import Source
 from tegula.language.prim_func import tensor_params, trace_eager
 from tegula.runtime import args as A
+from tegula.runtime import compiled
+from tegula.runtime.compiled import tracing
 from tegula.runtime.kernel import JITKernel
 
 
@@ -298,7 +300,13 @@ class JITFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Lazy style: the kernel the factory's arguments build. Eager style: build (once per
         argument shapes and values) and run; keywords that are no parameter give ``T.const``
-        symbols their values (``f(A, B, N=1024)``), as TileLang's eager call takes them."""
+        symbols their values (``f(A, B, N=1024)``), as TileLang's eager call takes them.
+        Under torch.compile the call becomes a custom op of the graph (``tegula.torch``)."""
+        if tracing():
+            return compiled.route(self, args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         if not self.eager:
             return self._lazy(args, kwargs)
         kwargs, consts = self._consts_apart(kwargs)

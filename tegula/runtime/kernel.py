@@ -9,6 +9,8 @@ from tegula.errors import ConfigError
 from tegula.ir.buffer import Buffer
 from tegula.ir.stmt import PrimFunc
 from tegula.runtime import args as A
+from tegula.runtime import compiled
+from tegula.runtime.compiled import tracing as _tracing
 from tegula.target import Target, builder_for, kind_of, parse_target
 
 
@@ -78,6 +80,11 @@ class JITKernel:
         return [KernelParam.of(p) for p in self.func.params]
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        if _tracing():  # torch.compile: the call becomes a custom op of the graph (tegula.torch)
+            return compiled.route(self, args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         if kwargs:
             args = tuple(A.order_arguments(self.func, self.inputs, args, kwargs))
         fast = self._fast_call(args)

@@ -1,0 +1,22 @@
+"""Kernel calls while ``torch.compile`` (or ``torch.export``) traces.
+
+A traced call cannot bind, allocate or launch: its tensors are fake. :func:`tracing` says when
+that is the case (Dynamo folds it to True while it traces, AOTAutograd's tracing sees it set);
+``JITKernel`` and ``JITFunction`` then hand the call to :data:`route`, which ``tegula.torch``
+installs: it calls a ``torch.library`` custom op registered for the kernel, which the graph keeps
+and which runs the kernel when the graph runs. This floor only holds the hook; the code that
+knows torch lives above it.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Optional
+
+# (kernel or jit function, args, kwargs) -> the call's result, inside a trace; set by tegula.torch
+route: Optional[Callable[[Any, tuple, dict], Any]] = None
+
+
+def tracing() -> bool:
+    """True while torch.compile or torch.export traces the code calling a kernel."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
