@@ -127,10 +127,18 @@ _TABLE = [
 handle = DType("handle", "handle", 64, np.int64, "void*")
 _BY_NAME = {d.name: d for d in _TABLE}
 _BY_NAME["handle"] = handle
+# fp8 e8m0 (exponent only, no sign: the block scales of MX formats). Not in ALL_DTYPES, which the
+# generic arithmetic tests walk: it has no zero and no negatives, so it is a storage and scale type.
+float8_e8m0fnu = DType("float8_e8m0fnu", "float", 8, ml_dtypes.float8_e8m0fnu, "__nv_fp8_e8m0")
+_BY_NAME["float8_e8m0fnu"] = float8_e8m0fnu
+_EXTRA = (float8_e8m0fnu,)
 _ALIASES = {
     "float": "float32", "half": "float16", "double": "float64", "int": "int32", "uint": "uint32",
     "float8_e4m3fn": "float8_e4m3", "e4m3_float8": "float8_e4m3", "e5m2_float8": "float8_e5m2",
     "bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp64": "float64",
+    # TileLang's tfloat32 tensors are float32 tensors whose tensor-core products round operands to
+    # tf32 (10-bit mantissa); tegula stores and computes them as float32 (at least tf32's precision)
+    "tfloat32": "float32",
 }
 
 bool_ = _BY_NAME["bool"]
@@ -169,7 +177,7 @@ def as_dtype(x: Any) -> DType:
         npd = np.dtype(x)
     except TypeError:
         raise TypeError(f"expected a dtype, got {type(x).__name__} {x!r}") from None
-    for d in _TABLE:
+    for d in (*_TABLE, *_EXTRA):
         if np.dtype(d.np_dtype) == npd:
             return d
     raise ValueError(f"numpy dtype {npd} has no tegula equivalent")

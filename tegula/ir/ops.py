@@ -263,6 +263,26 @@ _ROWS += [
                exact=lambda x: False, np_int=_false_like, narrow_exact=True),
     _intrinsic("isinf", np.isinf, "isinf({})", "isinf({})", float_only=False,
                exact=lambda x: False, np_int=_false_like, narrow_exact=True),
+    # the rest of C's math library that TileLang exports (T.acos, T.atan2, ...)
+    _intrinsic("acos", np.arccos, "acosf({})", "acos({})"),
+    _intrinsic("acosh", np.arccosh, "acoshf({})", "acosh({})"),
+    _intrinsic("asin", np.arcsin, "asinf({})", "asin({})"),
+    _intrinsic("asinh", np.arcsinh, "asinhf({})", "asinh({})"),
+    _intrinsic("atan", np.arctan, "atanf({})", "atan({})"),
+    _intrinsic("atanh", np.arctanh, "atanhf({})", "atanh({})"),
+    _intrinsic("sinh", np.sinh, "sinhf({})", "sinh({})"),
+    _intrinsic("cosh", np.cosh, "coshf({})", "cosh({})"),
+    _intrinsic("nearbyint", np.rint, "nearbyintf({})", "nearbyint({})"),  # half to even
+    _intrinsic("atan2", np.arctan2, "atan2f({})", "atan2({})", arity=2),
+    _intrinsic("hypot", np.hypot, "hypotf({})", "hypot({})", arity=2),
+    _intrinsic("copysign", np.copysign, "copysignf({})", "copysign({})", arity=2),
+    _intrinsic("nextafter", np.nextafter, "nextafterf({})", "nextafter({})", arity=2),
+    # CUDA's fast-math approximations (T.__exp, ...): the same function; on CUDA the intrinsic
+    # (its error bounds are the CUDA Math API's), on the host numpy's correctly rounded value
+    *[_intrinsic(f"__{n}", fn, f"__{n}f({{}})", f"{n}({{}})")
+      for n, fn in (("exp", np.exp), ("exp10", _exp10), ("log", np.log), ("log2", np.log2),
+                    ("log10", np.log10), ("sin", np.sin), ("cos", np.cos), ("tan", np.tan))],
+    _intrinsic("fast_rcp", np.reciprocal, "__fdividef(1.0f, {})", "(1.0 / ({}))"),
 ]
 
 BINARY: dict[str, Op] = {r.name: r for r in _ROWS if r.kind == "binary"}

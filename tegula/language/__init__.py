@@ -19,6 +19,10 @@ from tegula.language.proxy import Tensor, alloc_buffer, alloc_global, const, dyn
 from tegula.language.views import im2col, let, reshape, transpose, view  # noqa: F401
 
 from tegula.language.primitives import __ldg  # noqa: E402,F401 (a module-level dunder name)
+from tegula.language import surface as _surface  # noqa: E402 (TileLang names tegula refuses)
+from tegula.language.dialect import *  # noqa: E402,F401,F403 (warp-level names, math, hints)
+from tegula.language.dialect import (__cos, __exp, __exp10, __log, __log2, __log10,  # noqa: E402,F401
+                                     __sin, __tan)
 
 # The Ascend dialect (T.alloc_L1, T.Scope, T.tile, ...) loads on first use of one of its names, so
 # that `import tegula` does not pay for the NPU IR (tegula.language.ascend, tegula.ir.npu). These are
@@ -36,11 +40,13 @@ def __getattr__(name: str):
         value = getattr(importlib.import_module("tegula.language.ascend"), name)
         globals()[name] = value  # later lookups are plain module attributes
         return value
+    if name in _surface.REFUSED:  # TileLang names without a meaning here: any use says why
+        return _surface.refused(name)
     raise AttributeError(f"module 'tegula.language' has no attribute '{name}'")
 
 
 def __dir__() -> list:
-    return sorted(set(globals()) | _ASCEND)
+    return sorted(set(globals()) | _ASCEND | set(_surface.REFUSED))
 
 Buffer = Tensor
 float = float32  # noqa: A001

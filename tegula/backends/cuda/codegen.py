@@ -51,6 +51,7 @@ Thread-level IR (what the CUDA pipeline hands to codegen)
   reinterpret    ``*reinterpret_cast<ctype*>(&buf[flat])``, attrs ``ctype``: an lvalue
   assign         ``lhs = rhs`` (lhs a load or a reinterpret): vector stores
   shfl_xor       (value, mask[, width]) -> ``tl::shfl_xor`` / ``tl::shfl_xor_width``
+  shfl_idx, shfl_down, shfl_up  (value, lane or delta, width) -> ``tl::shfl_idx`` ... (``__shfl_*_sync``)
   printf         attrs ``fmt``; the args follow
   call_extern    ``callee(args)`` (attrs ``callee``): a function of the kernels' ``T.import_source``
                  text (``annotations["import_source"]``), which the module holds before the kernels

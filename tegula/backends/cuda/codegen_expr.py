@@ -634,6 +634,17 @@ def _shfl_xor(p: ExprPrinter, e: E.Builtin) -> Rendered:
     return f"tl::shfl_xor_width({p.args((value, mask, width))})", PRIMARY
 
 
+def _shfl_print(kind: str) -> None:
+    @builtin_rule(kind)
+    def _shfl(p: ExprPrinter, e: E.Builtin) -> Rendered:
+        """``T.shfl_sync`` / ``shfl_down`` / ``shfl_up``: ``tl::shfl_idx(value, lane, width)``..."""
+        return f"tl::{kind}({p.args(e.args)})", PRIMARY
+
+
+for _kind in ("shfl_idx", "shfl_down", "shfl_up"):
+    _shfl_print(_kind)
+
+
 @builtin_rule("printf")
 def _printf(p: ExprPrinter, e: E.Builtin) -> Rendered:
     parts = [c_string(e.attr("fmt", ""))]

@@ -160,6 +160,46 @@ def _shfl_xor(e: E.Builtin, ctx: Ctx) -> CExpr:
     return CExpr(shfl, True)
 
 
+def _lane_source(kind: str) -> Any:
+    """For ``__shfl_sync`` (``idx``), ``__shfl_down_sync`` and ``__shfl_up_sync``: the lane each
+    lane reads, from its lane, the argument and the segment width (a lane whose source leaves its
+    segment of ``width`` lanes keeps its own value, as CUDA defines)."""
+    def src(lane: np.ndarray, arg: int, width: int) -> np.ndarray:
+        seg = lane - lane % width
+        if kind == "shfl_idx":
+            return seg + arg % width
+        other = lane + arg if kind == "shfl_down" else lane - arg
+        return np.where((other >= seg) & (other < seg + width), other, lane)
+    return src
+
+
+def _shfl_rule(kind: str, cuda_name: str) -> None:
+    pick = _lane_source(kind)
+
+    @builtin_rule(kind)
+    def _shfl(e: E.Builtin, ctx: Ctx) -> CExpr:
+        fv = compile_expr(e.args[0], ctx).fn
+        fa = compile_expr(e.args[1], ctx).fn
+        fw = compile_expr(e.args[2], ctx).fn
+        n, span = ctx.nthreads, e.span or ctx.span
+
+        def shfl(env: list) -> Any:
+            warp_lanes(env, n, span, cuda_name)
+            x = fv(env)
+            if not isinstance(x, np.ndarray) or x.ndim == 0:
+                return x
+            lane = np.arange(n) % 32
+            a = fa(env)
+            a = a.astype(np.int64) if isinstance(a, np.ndarray) and a.ndim else int(a)
+            src = np.minimum(pick(lane, a, int(fw(env))) + (np.arange(n) - lane), n - 1)
+            return x[src]
+        return CExpr(shfl, True)
+
+
+for _kind, _cuda in (("shfl_idx", "__shfl_sync"), ("shfl_down", "__shfl_down_sync"), ("shfl_up", "__shfl_up_sync")):
+    _shfl_rule(_kind, _cuda)
+
+
 # ---------------------------------------------------------------------------------------------
 # Copies
 # ---------------------------------------------------------------------------------------------

@@ -54,6 +54,21 @@ TL_DEVICE T shfl_xor_width(T x, int mask, int width, unsigned active = 0xfffffff
   }
 }
 
+/// T.shfl_sync / T.shfl_down / T.shfl_up: __shfl_sync, __shfl_down_sync, __shfl_up_sync over the
+/// whole warp, narrow types routed through int as in shfl_xor.
+#define TL_SHFL(NAME, CUDA)                                                                  \
+  template <class T> TL_DEVICE T NAME(T x, int arg, int width = 32) {                        \
+    if constexpr (sizeof(T) == 1 || is_same<T, short>::value || is_same<T, unsigned short>::value) { \
+      return static_cast<T>(CUDA(0xffffffffu, static_cast<int>(x), arg, width));             \
+    } else {                                                                                 \
+      return CUDA(0xffffffffu, x, arg, width);                                               \
+    }                                                                                        \
+  }
+TL_SHFL(shfl_idx, __shfl_sync)
+TL_SHFL(shfl_down, __shfl_down_sync)
+TL_SHFL(shfl_up, __shfl_up_sync)
+#undef TL_SHFL
+
 /// Reduce x over Lanes lanes spaced Stride apart (lanes l, l ^ Stride, l ^ 2*Stride, ...), with
 /// Lanes a power of two and Lanes * Stride <= 32. Every participating lane gets the result.
 /// Example: Lanes = 4, Stride = 1 reduces within each quad; Lanes = 8, Stride = 4 reduces over the

@@ -1,0 +1,120 @@
+"""TileLang's CUDA-dialect names (tegula/language/dialect.py): warp exchange and votes, lane and
+warp indices, math, fast-math and bitwise names; each against a float64 / numpy reference on every
+target (and compiled for both CUDA archs where a compiler is present)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tegula
+import tegula.language as T
+from tests.language.test_features import built, target, to_device, to_host  # noqa: F401 (fixture)
+
+
+def _warp_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), S: T.Tensor((64,), "float32"), M: T.Tensor((64,), "float32"),
+             X: T.Tensor((64,), "float32"), D: T.Tensor((64,), "float32"), U: T.Tensor((64,), "float32"),
+             V: T.Tensor((64,), "int32"), L: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding()
+            S[tx] = T.warp_reduce_sum(A[tx])
+            M[tx] = T.warp_reduce_max(A[tx]) - T.warp_reduce_min(A[tx])
+            X[tx] = T.shfl_sync(A[tx], 5, 16)
+            D[tx] = T.shfl_down(A[tx], 3)
+            U[tx] = T.shfl_up(A[tx], 2, 8)
+            T.sync_warp()
+            V[tx] = T.any_sync(A[tx] > 1.0) * 4 + T.all_sync(A[tx] > -10.0) * 2 + T.shuffle_elect(32)
+            L[tx] = T.get_lane_idx() + T.get_warp_idx() * 100 + T.get_warp_group_idx() * 1000
+    return main
+
+
+def test_warp_level_names(target, rng):
+    k = built(_warp_kernel(), target, out_idx=[1, 2, 3, 4, 5, 6, 7])
+    a = rng.standard_normal(64).astype(np.float32)
+    s, m, x, d, u, v, lane = (to_host(o) for o in k(*to_device(target, a)))
+    w = a.astype(np.float64).reshape(2, 32)
+    np.testing.assert_allclose(s, np.repeat(w.sum(1), 32), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m, np.repeat(w.max(1) - w.min(1), 32), rtol=1e-6)
+    i = np.arange(64)
+    ln = i % 32
+    np.testing.assert_array_equal(x, a[i - ln % 16 + 5])
+    src_d = np.where(ln + 3 < 32, i + 3, i)
+    np.testing.assert_array_equal(d, a[src_d])
+    src_u = np.where(ln % 8 >= 2, i - 2, i)
+    np.testing.assert_array_equal(u, a[src_u])
+    anyw = np.repeat((w > 1.0).any(1), 32)
+    np.testing.assert_array_equal(v, anyw * 4 + 2 + (ln == 0))
+    np.testing.assert_array_equal(lane, ln + (i // 32) * 100)
+
+
+def test_ballot(target, rng):
+    @T.prim_func
+    def main(A: T.Tensor((32,), "int32"), B: T.Tensor((32,), "int64")):
+        with T.Kernel(1, threads=32):
+            tx = T.get_thread_binding()
+            B[tx] = T.Cast("int64", T.ballot_sync(A[tx] > 0))
+
+    k = built(main, target, out_idx=[1])
+    a = rng.integers(-3, 3, 32).astype(np.int32)
+    (b,) = [to_host(k(*to_device(target, a)))]
+    want = sum(1 << j for j in range(32) if a[j] > 0)
+    assert (b == want).all()
+
+
+def test_warp_names_need_thread_level_code():
+    with pytest.raises(tegula.errors.TegulaError, match="T.warp_reduce_sum") as e:
+        @T.prim_func
+        def bad(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64):
+                for i in T.Parallel(64):
+                    A[i] = T.warp_reduce_sum(A[i])
+    assert "A[i] = T.warp_reduce_sum(A[i])" in str(e.value)
+
+
+def test_math_fast_math_and_bitwise(target, rng):
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32"), I: T.Tensor((128,), "int32"),
+             O: T.Tensor((12, 128), "float32"), P: T.Tensor((4, 128), "int32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                O[0, i] = T.atan2(A[i], B[i])
+                O[1, i] = T.hypot(A[i], B[i])
+                O[2, i] = T.sinh(A[i]) + T.cosh(B[i])
+                O[3, i] = T.asin(A[i] * 0.5) + T.acos(B[i] * 0.5) + T.atan(A[i])
+                O[4, i] = T.__exp(A[i]) + T.__log(T.fabs(B[i]) + 1.0)
+                O[5, i] = T.__sin(A[i]) * T.__cos(B[i]) + T.__tan(A[i] * 0.1)
+                O[6, i] = T.copysign(A[i], B[i]) + T.ldexp(A[i], 3)
+                O[7, i] = T.fma(A[i], B[i], 1.0) + T.fmul(A[i], 2.0)
+                O[8, i] = T.__exp10(A[i] * 0.1) + T.__log2(T.fabs(A[i]) + 1.0) + T.__log10(T.fabs(B[i]) + 1.0)
+                O[9, i] = T.ieee_add(A[i], B[i]) + T.ieee_fdiv(A[i], 2.0) + T.fast_rcp(B[i] * B[i] + 1.0)
+                O[10, i] = T.asinh(A[i]) + T.atanh(A[i] * 0.1) + T.acosh(T.fabs(B[i]) + 1.0)
+                O[11, i] = T.nearbyint(A[i] * 4.0)
+                P[0, i] = T.bitwise_and(I[i], 12) + T.bitwise_or(I[i], 3)
+                P[1, i] = T.bitwise_xor(I[i], 255)
+                P[2, i] = T.bitwise_not(I[i])
+                P[3, i] = T.align_up(I[i], 64) + T.cdiv(I[i], 8)
+    k = built(main, target, out_idx=[3, 4])
+    a = rng.standard_normal(128).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    iv = rng.integers(0, 1000, 128).astype(np.int32)
+    o, p = (to_host(x) for x in k(*to_device(target, a, b, iv)))
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    want = [np.arctan2(A, B), np.hypot(A, B), np.sinh(A) + np.cosh(B),
+            np.arcsin(A * .5) + np.arccos(B * .5) + np.arctan(A), np.exp(A) + np.log(abs(B) + 1),
+            np.sin(A) * np.cos(B) + np.tan(A * .1), np.copysign(A, B) + A * 8, A * B + 1 + 2 * A,
+            10 ** (A * .1) + np.log2(abs(A) + 1) + np.log10(abs(B) + 1), A + B + A / 2 + 1 / (B * B + 1),
+            np.arcsinh(A) + np.arctanh(A * .1) + np.arccosh(abs(B) + 1), np.rint(A * 4)]
+    for r, w in enumerate(want):
+        np.testing.assert_allclose(o[r], w, rtol=2e-5, atol=2e-5, err_msg=f"row {r}")
+    np.testing.assert_array_equal(p[0], (iv & 12) + (iv | 3))
+    np.testing.assert_array_equal(p[1], iv ^ 255)
+    np.testing.assert_array_equal(p[2], ~iv)
+    np.testing.assert_array_equal(p[3], -(-iv // 64) * 64 + -(-iv // 8))
+
+
+def test_host_helpers():
+    assert T.cdiv(100, 64) == 2 and T.align_up(100, 64) == 128 and T.bitwise_and(6, 3) == 2
+    assert T.short == "int16" and T.long == "int64"
+    assert T.is_float4("float4_e2m1fn") and not T.is_float4("float16")
+    assert T.is_f8f6f4_family(T.float8_e4m3) and not T.is_float4_e2m1_unpacked("float4_e2m1fn")
