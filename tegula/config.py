@@ -33,6 +33,11 @@ TEGULA_INTERP_BATCH    how many blocks of a launch the interpreter may run side 
 TEGULA_CONFORMANCE     the TileLang conformance corpus the tests run a CPU subset of (default: the
                        first ``.conformance`` or ``shared/conformance`` in the project's root or a
                        folder above it: :func:`conformance_root`)
+TEGULA_STRICT_PERF     ``1`` to make performance warnings (:class:`tegula.errors.PerformanceWarning`)
+                       errors: a fragment replicated over every thread past the limit below is
+                       then a LayoutError
+TEGULA_REPLICATED_LIMIT  elements per thread a fragment whose every thread holds all of it may have
+                       before layout inference warns (default ``64``)
 PTO_ISA_ROOT           a checkout of the public PTO ISA repository: the tests then compile the
                        emitted PTO C++ against its CPU simulator and compare with the interpreter
 TEGULA_PTO_CXX         the C++20 compiler for that check (default: clang++ on PATH)
@@ -70,6 +75,8 @@ class Settings:
     interp_batch: int = 64
     pto_isa_root: Optional[str] = None
     pto_cxx: Optional[str] = None
+    strict_performance: bool = False
+    replicated_fragment_limit: int = 64
 
     def __post_init__(self) -> None:
         if self.cuda_backend is not None and self.cuda_backend not in _BACKENDS:
@@ -117,6 +124,13 @@ def from_env(environ: Optional[Mapping[str, str]] = None) -> Settings:
             raise ConfigError(f"TEGULA_INTERP_BATCH must be a whole number of at least 1, got {raw!r}",
                               hint="64 (the default) runs up to 64 blocks side by side, 1 one block at a time")
         kw["interp_batch"] = int(raw)
+    kw["strict_performance"] = _flag(env.get("TEGULA_STRICT_PERF"))
+    if env.get("TEGULA_REPLICATED_LIMIT", "").strip():
+        raw = env["TEGULA_REPLICATED_LIMIT"].strip()
+        if not raw.isdecimal():
+            raise ConfigError(f"TEGULA_REPLICATED_LIMIT must be a whole number, got {raw!r}",
+                              hint="64 (the default): elements per thread before the warning")
+        kw["replicated_fragment_limit"] = int(raw)
     if env.get("PTO_ISA_ROOT"):
         kw["pto_isa_root"] = os.path.expanduser(env["PTO_ISA_ROOT"])
     if env.get("TEGULA_PTO_CXX"):

@@ -34,6 +34,11 @@ class SemanticsWarning(UserWarning):
     shows the line, like an error's)."""
 
 
+class PerformanceWarning(UserWarning):
+    """A kernel that is correct but will be slow for a reason tegula can name (the message shows
+    the line and a fix; ``TEGULA_STRICT_PERF=1`` makes it an error)."""
+
+
 class TegulaError(Exception):
     """Base of every error tegula raises for a user mistake."""
 

@@ -35,11 +35,13 @@ can change it before ``LowerTileOps`` reads it::
 from __future__ import annotations
 
 import dataclasses
+import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tegula.arith.simplify import const_int
-from tegula.errors import LayoutError, UnsupportedError
+from tegula.errors import LayoutError, PerformanceWarning, UnsupportedError, render
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BinOp, BufferLoad, Const, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Copy, For, Gemm, Kernel, PrimFunc,
@@ -475,12 +477,48 @@ def free_layout(buf: Buffer, T: int) -> Fragment:
 
 
 
+def warn_replicated(plan: LayoutPlan) -> None:
+    """A fragment every thread holds whole (no layout spreads it over the threads) costs each
+    thread all of its elements in registers (or local memory) and the work on all of them: a
+    located :class:`~tegula.errors.PerformanceWarning` past ``config.replicated_fragment_limit``
+    elements, a LayoutError under ``TEGULA_STRICT_PERF=1``."""
+    from tegula import config
+
+    limit = config.get().replicated_fragment_limit
+    for buf, lay in plan.fragments.items():
+        if not isinstance(lay, Replicated) or lay.threads <= 1 or lay.local_size <= limit:
+            continue
+        n, T = lay.local_size, lay.threads
+        fits = [t for t in (1 << b for b in range(T.bit_length())) if t < T and n % t == 0]
+        shape = tuple(int(d) for d in buf.shape)
+        cols = shape[-1]
+        rows = n // cols
+        step = T // math.gcd(T, rows)   # columns a multiple of this spread rows * cols over T threads
+        padded = -(-cols // step) * step
+        msg = (f"fragment '{buf.name}' {shape} is replicated over all {T} threads: every thread "
+               f"holds all {n} elements (no layout spreads {n} elements over {T} threads)")
+        hint = (f"pad the last dimension to {padded} (a multiple of {step}; mask the extra "
+                f"columns) so each thread holds {rows * padded // T}"
+                + (f", or launch with threads={max(fits)}" if fits else "")
+                + "; TEGULA_REPLICATED_LIMIT raises the limit of this warning")
+        span = buf.span or plan.origin.get(buf, (None, None))[1]
+        if config.get().strict_performance:
+            raise LayoutError(msg + " (TEGULA_STRICT_PERF=1)", span, hint)
+        text = render(msg, span, hint)
+        if span is not None:   # reported at the user's line, not at tegula's
+            warnings.warn_explicit(text, PerformanceWarning, span.file, span.line)
+        else:
+            warnings.warn(text, PerformanceWarning, stacklevel=2)
+
+
 def infer_layouts_pass(func: PrimFunc) -> PrimFunc:
-    """Write every kernel's layouts (fragments and shared tiles) into its layout map."""
+    """Write every kernel's layouts (fragments and shared tiles) into its layout map; warn of
+    fragments replicated over every thread past a small size (:func:`warn_replicated`)."""
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
             plan = infer_layouts(k)
+            warn_replicated(plan)
             shared = choose_shared_layouts(k, plan.threads)
             chosen = dict(k.annotations.get("layout_map") or {})
             for b in k.allocs:
