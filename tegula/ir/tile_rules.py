@@ -15,7 +15,13 @@ aspect         registered in                               rule
 ``cuda``       ``backends/cuda/passes/lower_*.py``         ``(ctx, node) -> Stmt``: per-thread code
 ``cuda.lane``  ``backends/cuda/passes/lower_*.py``         the same, inside a ``T.Parallel`` body
 ``npu``        ``backends/npu/``                           the NPU lowering (a slot for now)
+``npu.*``      ``backends/npu/``                           added by the NPU backend (:func:`add_aspect`):
+                                                           ``npu.emu`` the emulator's instruction,
+                                                           ``npu.cost`` its cost, ``npu.pto`` /
+                                                           ``npu.ascendc`` its printed lines
 =============  ==========================================  ==========================================
+
+The set of aspects is open: a target adds its own with :func:`add_aspect`.
 
 The emulator (``cuda-emu``) runs the CUDA lowering's output, so no tile op needs a rule of its
 own there. A rule that a target needs and nobody registered is one
@@ -31,9 +37,20 @@ from typing import Any, Callable, Optional
 
 from tegula.errors import MissingRuleError
 
-ASPECTS = ("check", "print", "cpu", "layout", "layout.strict", "cuda", "cuda.lane", "npu")
+ASPECTS = ["check", "print", "cpu", "layout", "layout.strict", "cuda", "cuda.lane", "npu"]
 # the aspects that are a target's way of running an op, and the target each names in errors
 TARGET_OF = {"cpu": "cpu", "cuda": "cuda", "cuda.lane": "cuda", "npu": "npu"}
+
+
+def add_aspect(aspect: str, target: Optional[str] = None) -> str:
+    """Make ``aspect`` a rule kind (the kinds are an open set: a target adds its own, as the NPU
+    backend adds ``npu.pto``, ``npu.ascendc``, ``npu.emu``, ``npu.cost``); ``target`` is what a
+    missing rule of this kind names. Adding a known aspect again changes nothing. Returns it."""
+    if aspect not in ASPECTS:
+        ASPECTS.append(aspect)
+    if target is not None:
+        TARGET_OF.setdefault(aspect, target)
+    return aspect
 
 Rule = Callable[..., Any]
 

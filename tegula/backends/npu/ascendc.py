@@ -16,8 +16,11 @@ cube core's code under ``if ASCEND_IS_AIC``, the vector cores' under ``if ASCEND
 - sync: ``SetFlag<HardEvent::SRC_DST>(id)`` / ``WaitFlag<...>``, ``PipeBarrier<PIPE_X>()``,
   ``CrossCoreSetFlag<mode, PIPE_X>(flag)`` / ``CrossCoreWaitFlag(flag)``.
 
-Each statement is preceded by a ``// file.py:LINE  source`` comment naming the kernel line it came
-from. The source is not compiled here (no CANN toolkit); names and parameter structs follow the
+The walker is the one both emitters share (:mod:`.emit`); this module is Ascend C's spelling: its
+declarations and operands (``_AscendC``), a ``npu.ascendc`` rule per leaf statement, and the
+``ascendc`` column of the vector-op table (:mod:`tegula.ir.vecops`). Each statement is preceded
+by a ``// file.py:LINE  source`` comment naming the kernel line it came from. The source is not
+compiled here (no CANN toolkit); names and parameter structs follow the
 public Ascend C API documentation.
 """
 from __future__ import annotations
@@ -29,27 +32,32 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.npu import (BarrierAll, Mma, NpuKernel, PipeBarrier, SetCrossFlag, SetFlag, VecOp,
                            WaitCrossFlag, WaitFlag)
-from tegula.ir.stmt import Copy, Fill, PrimFunc, Reduce, Stmt
+from tegula.ir.stmt import Copy, Fill, PrimFunc, Reduce
+from tegula.ir.tile_rules import tile_rule
 from tegula.ir.visitor import post_order_visit
+from tegula.backends.npu.emit import C_TYPES, Walker, c_expr, helpers
 from tegula.backends.npu.layout import ND
 from tegula.backends.npu.machine import FRACTAL_ROWS, c0, machine
 from tegula.backends.npu.passes.plan_memory import buffer_bytes
-from tegula.backends.npu.pto import C_TYPES, _Emitter, _is_zero, c_expr
+from tegula.backends.npu.pto import _is_zero
 
 _POSITION = {"l1": "A1", "l0a": "A2", "l0b": "B2", "l0c": "CO1", "ub": "VECCALC"}
 _OWNER = {"C": ("l1", "l0a", "l0b", "l0c"), "V": ("ub",)}
-_BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "max": "Max", "min": "Min"}
-_SCALAR = {"add": "Adds", "mul": "Muls", "max": "Maxs", "min": "Mins"}
-_UNARY = {"exp": "Exp", "ln": "Ln", "abs": "Abs", "reciprocal": "Reciprocal", "sqrt": "Sqrt",
-          "rsqrt": "Rsqrt", "relu": "Relu", "sigmoid": "Sigmoid", "silu": "Silu"}
 _QUANT = {("float32", "float16"): "F322F16", ("float32", "bfloat16"): "F322BF16"}
 
 
-class _AscendC(_Emitter):
-    LANG = "Ascend C"
+ASC = "npu.ascendc"
 
-    def __init__(self, k: NpuKernel, m: Any, kind: str):
-        super().__init__(k, m, kind)
+
+class _AscendC(Walker):
+    """Ascend C's declarations and operands over the shared walker (:mod:`.emit`)."""
+
+    LANG = "Ascend C"
+    ASPECT = ASC
+    SPELLING = "ascendc"
+
+    def __init__(self, k: NpuKernel, m: Any, kind: str, used: Any = None):
+        super().__init__(k, m, kind, used)
         # which L0 buffers feed a transposed (or, for B, an untransposed) operand of an mma
         self.mma_of: dict = {}
         post_order_visit(k.body, lambda n: self.mma_of.update({n.A.buffer: n, n.B.buffer: n})
@@ -84,14 +92,14 @@ class _AscendC(_Emitter):
         shape = tuple(b.shape)
         if len(shape) > 2:
             per = buffer_bytes(b, self.layouts) // b.dtype.itemsize // int(shape[0])
-            return f"{b.name}[{c_expr(r.starts[0])} * {per}]"
+            return f"{b.name}[{self.c(r.starts[0])} * {per}]"
         if self.layouts.get(b, ND) is not ND or all(_is_zero(x) for x in r.starts):
             return b.name
         if len(shape) == 2 and r.extents[1] != shape[1] and r.extents[0] != 1:
             raise UnsupportedError(f"the Ascend C emitter cannot address a part of the rows of "
                                    f"'{b.name}'", r.buffer.span)
-        off = c_expr(r.starts[-1]) if len(shape) == 1 else \
-            f"{c_expr(r.starts[0])} * {shape[1]} + {c_expr(r.starts[1])}"
+        off = self.c(r.starts[-1]) if len(shape) == 1 else \
+            f"{self.c(r.starts[0])} * {shape[1]} + {self.c(r.starts[1])}"
         return f"{b.name}[{off}]"
 
     def gm(self, r: BufferRegion) -> tuple:
@@ -101,64 +109,35 @@ class _AscendC(_Emitter):
         strides: list = [1] * len(shape)
         for i in range(len(shape) - 2, -1, -1):
             strides[i] = strides[i + 1] * shape[i + 1]
-        off = " + ".join(f"{c_expr(s)} * {c_expr(st)}" if not (isinstance(st, int) and st == 1)
-                         else c_expr(s) for s, st in zip(r.starts, strides))
+        off = " + ".join(f"{self.c(s)} * {self.c(st)}" if not (isinstance(st, int) and st == 1)
+                         else self.c(s) for s, st in zip(r.starts, strides))
         ext = list(r.extents)
         rows = ext[-2] if len(ext) >= 2 else 1
         ld = strides[-2] if len(strides) >= 2 else ext[-1]
         return f"{b.name}_gm[{off}]", rows, ext[-1], ld
 
-    # -- statements ----------------------------------------------------------------------------
-    def leaf(self, s: Stmt) -> None:
-        if isinstance(s, (SetFlag, WaitFlag)):
-            name = "SetFlag" if isinstance(s, SetFlag) else "WaitFlag"
-            fid = c_expr(s.id) if isinstance(s.id, E.Const) else f"(event_t){c_expr(s.id)}"
-            self.out(f"{name}<HardEvent::{s.src}_{s.dst}>({fid});")
-        elif isinstance(s, PipeBarrier):
-            self.out(f"PipeBarrier<PIPE_{s.pipe}>();")
-        elif isinstance(s, BarrierAll):
-            self.out("PipeBarrier<PIPE_ALL>();")
-        elif isinstance(s, SetCrossFlag):
-            self.out(f"CrossCoreSetFlag<{s.mode}, PIPE_{s.pipe}>({c_expr(s.flag)});")
-        elif isinstance(s, WaitCrossFlag):
-            self.out(f"CrossCoreWaitFlag({c_expr(s.flag)});")
-        elif isinstance(s, Copy):
-            self.copy(s)
-        elif isinstance(s, Mma):
-            self.mma(s)
-        elif isinstance(s, VecOp):
-            self.vec(s)
-        elif isinstance(s, Reduce):
-            self.reduce(s)
-        elif isinstance(s, Fill) and s.dst.buffer.scope == "ub":
-            self.out(f"Duplicate({self.tile(s.dst)}, {self.scalar(s.value, s.dst)}, {self.elems(s.dst)});")
-        else:
-            raise UnsupportedError(f"the Ascend C emitter cannot print {type(s).__name__} on "
-                                   f"{getattr(getattr(s, 'dst', None), 'buffer', None) and s.dst.buffer.scope or 'this core'} yet",
-                                   s.span, hint="run it on target='ascend-emu' instead")
-
     def scalar(self, v: Any, like: BufferRegion) -> str:
         t = C_TYPES.get(like.dtype.name, like.dtype.name)
-        return f"({t}){c_expr(v)}"
+        return f"({t}){self.c(v)}"
 
     def copy(self, s: Copy) -> None:
         src, dst = s.src.buffer.scope, s.dst.buffer.scope
         if src == "global" and dst == "ub":
             g, rows, cols, ld = self.gm(s.src)
             sz = s.dst.dtype.itemsize
-            self.out(f"DataCopyPad({self.tile(s.dst)}, {g}, DataCopyExtParams({c_expr(rows)}, "
+            self.out(f"DataCopyPad({self.tile(s.dst)}, {g}, DataCopyExtParams({self.c(rows)}, "
                      f"{_bytes(cols, sz)}, {_bytes(ld - cols, sz)}, 0, 0), "
                      f"DataCopyPadExtParams<{C_TYPES[s.dst.dtype.name]}>(false, 0, 0, 0));")
         elif src == "ub" and dst == "global":
             g, rows, cols, ld = self.gm(s.dst)
             sz = s.src.dtype.itemsize
-            self.out(f"DataCopyPad({g}, {self.tile(s.src)}, DataCopyExtParams({c_expr(rows)}, "
+            self.out(f"DataCopyPad({g}, {self.tile(s.src)}, DataCopyExtParams({self.c(rows)}, "
                      f"{_bytes(cols, sz)}, 0, {_bytes(ld - cols, sz)}, 0));")
         elif src == "global" and dst == "l1":
             g, rows, cols, ld = self.gm(s.src)
             rp = self.layouts[s.dst.buffer].padded(tuple(s.dst.buffer.shape))[-2]
-            self.out(f"DataCopy({self.tile(s.dst)}, {g}, Nd2NzParams(1, {c_expr(rows)}, {c_expr(cols)}, 0, "
-                     f"{c_expr(ld)}, {rp}, 1, 0));")
+            self.out(f"DataCopy({self.tile(s.dst)}, {g}, Nd2NzParams(1, {self.c(rows)}, {self.c(cols)}, 0, "
+                     f"{self.c(ld)}, {rp}, 1, 0));")
         elif src == "l1" and dst in ("l0a", "l0b"):
             self.load_l0(s)
         elif src == "l0c":
@@ -202,8 +181,8 @@ class _AscendC(_Emitter):
         quant = _QUANT.get((s.src.dtype.name, s.dst.dtype.name), "NoQuant")
         if s.dst.buffer.scope == "global":
             g, rows, cols, ld = self.gm(s.dst)
-            self.out(f"{{ FixpipeParamsV220 fp; fp.nSize = {c_expr(cols)}; fp.mSize = {c_expr(rows)}; "
-                     f"fp.srcStride = {Rp}; fp.dstStride = {c_expr(ld)}; fp.quantPre = QuantMode_t::{quant}; "
+            self.out(f"{{ FixpipeParamsV220 fp; fp.nSize = {self.c(cols)}; fp.mSize = {self.c(rows)}; "
+                     f"fp.srcStride = {Rp}; fp.dstStride = {self.c(ld)}; fp.quantPre = QuantMode_t::{quant}; "
                      f"Fixpipe<{dt}, {st}, CFG_ROW_MAJOR>({g}, {self.tile(s.src)}, fp); }}")
         else:
             self.out(f"{{ FixpipeParamsV220 fp; fp.nSize = {C}; fp.mSize = {R}; fp.srcStride = {Rp}; "
@@ -214,57 +193,27 @@ class _AscendC(_Emitter):
         M, N = (int(x) for x in s.C.tile_shape())
         ka = s.A.tile_shape()
         K = int(ka[0] if s.transpose_A else ka[1])
-        init = {True: "true", False: "false"}.get(s.init) if isinstance(s.init, bool) else c_expr(s.init)
+        init = {True: "true", False: "false"}.get(s.init) if isinstance(s.init, bool) else self.c(s.init)
         self.out(f"{{ MmadParams mp; mp.m = {M}; mp.n = {N}; mp.k = {K}; mp.cmatrixInitVal = {init}; "
                  f"Mmad({self.tile(s.C)}, {self.tile(s.A)}, {self.tile(s.B)}, mp); }}")
 
-    def vec(self, s: VecOp) -> None:
-        dst, n = self.tile(s.dst), self.elems(s.dst)
-        srcs = s.srcs
-        ops = [self.tile(x) if isinstance(x, BufferRegion) else self.scalar(x, s.dst) for x in srcs]
-        if s.op == "fill":
-            self.out(f"Duplicate({dst}, {ops[0]}, {n});")
-        elif s.op in _UNARY:
-            self.out(f"{_UNARY[s.op]}({dst}, {ops[0]}, {n});")
-        elif s.op == "cast":
-            wide = s.dst.dtype.itemsize > srcs[0].dtype.itemsize
-            self.out(f"Cast({dst}, {ops[0]}, RoundMode::{'CAST_NONE' if wide else 'CAST_RINT'}, {n});")
-        elif s.op == "copy":
-            self.out(f"DataCopy({dst}, {ops[0]}, {n});")
-        elif s.op == "axpy":
-            self.out(f"Axpy({dst}, {ops[0]}, {ops[1]}, {n});")
-        elif s.op == "leaky_relu":
-            self.out(f"LeakyRelu({dst}, {ops[0]}, {ops[1]}, {n});")
-        elif s.op in _BINARY and not isinstance(srcs[0], BufferRegion):
-            raise UnsupportedError(f"the Ascend C emitter needs a tile as the first operand of "
-                                   f"T.tile.{s.op}", s.span)
-        elif s.op in _BINARY and not isinstance(srcs[1], BufferRegion):
-            self.out(self.with_scalar(s.op, dst, ops[0], c_expr(srcs[1]), s.dst, n) + ";")
-        elif s.op in _BINARY and srcs[1].tile_shape() != s.dst.tile_shape():
-            self.row_broadcast(s, dst, ops)
-        elif s.op in _BINARY:
-            self.out(f"{_BINARY[s.op]}({dst}, {ops[0]}, {ops[1]}, {n});")
-        else:
-            raise UnsupportedError(f"the Ascend C emitter cannot print T.tile.{s.op} yet", s.span)
-
-    def with_scalar(self, op: str, dst: str, a: str, v: str, like: BufferRegion, n: Any) -> str:
-        t = C_TYPES.get(like.dtype.name, like.dtype.name)
-        if op == "sub":
-            return f"Adds({dst}, {a}, ({t})(-({v})), {n})"
-        if op == "div":
-            return f"Muls({dst}, {a}, ({t})(1.0f / ({v})), {n})"
-        return f"{_SCALAR[op]}({dst}, {a}, ({t})({v}), {n})"
-
-    def row_broadcast(self, s: VecOp, dst: str, ops: list) -> None:
-        """``dst[r, :] = a[r, :] op b[r]``: the scalar unit reads b[r] and issues one tile-scalar
-        instruction per row (the V_S flag makes the vector writes of b visible to it first)."""
+    def vec_other(self, s: VecOp, row: Any, form: str) -> bool:
+        """A per-row operand (form ``tr``): the scalar unit reads it row by row and issues the
+        row's tile-scalar spelling once per row (the V_S flag makes the vector writes of it
+        visible to the scalar unit first)."""
+        ts = row.ascendc.get("ts")
+        if form != "tr" or ts is None:
+            return False
         R, C = (int(x) for x in s.dst.tile_shape())
+        dst, a = self.tile(s.dst), self.tile(s.srcs[0])
+        fields = {**self.vec_fields(s, row), "n": C}
         self.out("SetFlag<HardEvent::V_S>(0);")
         self.out("WaitFlag<HardEvent::V_S>(0);")
         self.out(f"for (int32_t r = 0; r < {R}; ++r) {{")
-        self.out("  " + self.with_scalar(s.op, f"{dst}[r * {C}]", f"{ops[0]}[r * {C}]",
-                                         f"{ops[1]}.GetValue(r)", s.dst, C) + ";")
+        self.out("  " + ts.format(f"{a}[r * {C}]", f"{self.tile(s.srcs[1])}.GetValue(r)",
+                                  d=f"{dst}[r * {C}]", **fields))
         self.out("}")
+        return True
 
     def reduce(self, s: Reduce) -> None:
         shape = s.src.tile_shape()
@@ -287,6 +236,33 @@ class _AscendC(_Emitter):
         self.out(f"for (int32_t r = 0; r < {R}; ++r) {{")
         self.out(f"  Reduce{s.kind.capitalize()}<{t}>({dst}[r], {src}[r * {C}], {work}, {C}, false);")
         self.out("}")
+
+
+# -- the Ascend C spelling of each leaf statement -----------------------------------------------
+
+def _flag(em: Walker, s: Any) -> None:
+    name = "SetFlag" if isinstance(s, SetFlag) else "WaitFlag"
+    fid = em.c(s.id) if isinstance(s.id, E.Const) else f"(event_t){em.c(s.id)}"
+    em.out(f"{name}<HardEvent::{s.src}_{s.dst}>({fid});")
+
+
+def _fill(em: _AscendC, s: Fill) -> None:
+    if s.dst.buffer.scope != "ub":
+        raise UnsupportedError(f"the Ascend C emitter cannot print Fill on {s.dst.buffer.scope} yet",
+                               s.span, hint="run it on target='ascend-emu' instead")
+    em.out(f"Duplicate({em.tile(s.dst)}, {em.scalar(s.value, s.dst)}, {em.elems(s.dst)});")
+
+
+tile_rule(SetFlag, ASC)(_flag)
+tile_rule(WaitFlag, ASC)(_flag)
+tile_rule(PipeBarrier, ASC)(lambda em, s: em.out(f"PipeBarrier<PIPE_{s.pipe}>();"))
+tile_rule(BarrierAll, ASC)(lambda em, s: em.out("PipeBarrier<PIPE_ALL>();"))
+tile_rule(SetCrossFlag, ASC)(lambda em, s: em.out(f"CrossCoreSetFlag<{s.mode}, PIPE_{s.pipe}>({em.c(s.flag)});"))
+tile_rule(WaitCrossFlag, ASC)(lambda em, s: em.out(f"CrossCoreWaitFlag({em.c(s.flag)});"))
+tile_rule(Copy, ASC)(lambda em, s: em.copy(s))
+tile_rule(Mma, ASC)(lambda em, s: em.mma(s))
+tile_rule(Reduce, ASC)(lambda em, s: em.reduce(s))
+tile_rule(Fill, ASC)(_fill)
 
 
 def _bytes(n: Any, size: int) -> str:
@@ -317,21 +293,23 @@ def emit(func: PrimFunc, target: Any) -> str:
     out = [f"// Ascend C generated by tegula for {target} from '{func.name}'",
            "// launch: blockDim = the kernel's grid (AI core groups of 1 AIC + 2 AIV)",
            '#include "kernel_operator.h"', "using namespace AscendC;", ""]
+    used: set = set()
+    body: list = []
     for n, k in enumerate(kernels):
         cube, vec = _has_code(k, "C"), _has_code(k, "V")
         ktype = "MIX_AIC_1_2" if cube and vec else "AIC_ONLY" if cube else "AIV_ONLY"
-        out.append(f"extern \"C\" __global__ __aicore__ void {func.name}_kernel{n if n else ''}({params}) {{")
-        out.append(f"  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_{ktype});")
+        body.append(f"extern \"C\" __global__ __aicore__ void {func.name}_kernel{n if n else ''}({params}) {{")
+        body.append(f"  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_{ktype});")
         for p in func.params:
             if hasattr(p, "shape"):
                 t = C_TYPES.get(p.dtype.name, p.dtype.name)
-                out.append(f"  GlobalTensor<{t}> {p.name}_gm;")
-                out.append(f"  {p.name}_gm.SetGlobalBuffer((__gm__ {t} *){p.name});")
-        out.append("  TPipe pipe;")
+                body.append(f"  GlobalTensor<{t}> {p.name}_gm;")
+                body.append(f"  {p.name}_gm.SetGlobalBuffer((__gm__ {t} *){p.name});")
+        body.append("  TPipe pipe;")
         for kind, guard, present in (("C", "ASCEND_IS_AIC", cube), ("V", "ASCEND_IS_AIV", vec)):
             if not present:
                 continue
-            em = _AscendC(k, m, kind)
+            em = _AscendC(k, m, kind, used)
             em.depth = 2
             cid, vid = k.block_vars[0].name, k.sub_var.name
             if kind == "C":
@@ -342,8 +320,8 @@ def emit(func: PrimFunc, target: Any) -> str:
                 em.out(f"int32_t {vid} = GetSubBlockIdx();")
             em.declare()
             em.stmt(k.body)
-            out.append(f"  if {guard} {{")
-            out.extend(em.lines)
-            out.append("  }")
-        out.append("}")
-    return "\n".join(out) + "\n"
+            body.append(f"  if {guard} {{")
+            body.extend(em.lines)
+            body.append("  }")
+        body.append("}")
+    return "\n".join(out + helpers(used, "__aicore__") + body) + "\n"

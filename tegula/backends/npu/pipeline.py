@@ -20,6 +20,7 @@ from tegula.backends.npu.passes.infer_fractal_layout import infer_fractal_layout
 from tegula.backends.npu.passes.insert_sync import insert_sync
 from tegula.backends.npu.passes.lower_gemm_v0 import lower_gemm_v0
 from tegula.backends.npu.passes.multi_buffer import multi_buffer
+from tegula.backends.npu.passes.parallel_to_vec import parallel_to_vec
 from tegula.backends.npu.passes.plan_memory import plan_npu_memory
 
 
@@ -71,6 +72,9 @@ NPU_PASSES: tuple[PassSpec, ...] = (
              "flags between pipes, barriers within MTE/FIX pipes, ring flags across loop iterations",
              target_options=("arch",),
              config_options=(("every_kernel", PassConfigKey.TL_ASCEND_AUTO_SYNC),)),
+    PassSpec("ParallelToVec", parallel_to_vec,
+             "T.Parallel nests that are one elementwise op on whole UB tiles become that vector "
+             "op, so the emulator runs what the emitters print"),
 )
 
 

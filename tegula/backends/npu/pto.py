@@ -13,63 +13,34 @@ vector-core code under ``__DAV_VEC__``.
 - flags: ``set_flag(PIPE_X, PIPE_Y, EVENT_IDn)`` / ``wait_flag``, ``pipe_barrier(PIPE_X)``,
   cross-core ``ffts_cross_core_sync`` / ``wait_flag_dev``.
 
-Each statement is preceded by a ``// file.py:LINE  source`` comment naming the kernel line it came
-from. The source is not compiled here (no CANN toolkit); its intrinsic names follow the public PTO
+The walker is the one both emitters share (:mod:`.emit`); this module is PTO's spelling: its
+declarations and operands (``_Pto``), a ``npu.pto`` rule per leaf statement, and the ``pto``
+column of the vector-op table (:mod:`tegula.ir.vecops`). Index arithmetic is spelled by the
+operator table (``tl::floordiv`` / ``tl::floormod`` / ``tl::min`` / ``tl::max``, defined at the top
+of the file when used). Each statement is preceded by a ``// file.py:LINE  source`` comment naming
+the kernel line it came from. The source is not compiled here (no CANN toolkit); its intrinsic names follow the public PTO
 ISA documentation.
 """
 from __future__ import annotations
 
 import dataclasses
-import linecache
-import math
 from typing import Any
 
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
 from tegula.ir.buffer import BufferRegion
-from tegula.ir.npu import (BarrierAll, CoreScope, Mma, NpuKernel, PipeBarrier, SetCrossFlag,
-                           SetFlag, VecOp, WaitCrossFlag, WaitFlag)
-from tegula.ir.expr import BufferLoad
-from tegula.ir.stmt import (BufferStore, Copy, Fill, For, IfThenElse, LetStmt, PrimFunc, Reduce,
-                            SeqStmt, Stmt)
+from tegula.ir.npu import (BarrierAll, Mma, NpuKernel, PipeBarrier, SetCrossFlag, SetFlag,
+                           WaitCrossFlag, WaitFlag)
+from tegula.ir.stmt import Copy, Fill, PrimFunc, Reduce
+from tegula.ir.tile_rules import tile_rule
 from tegula.ir.visitor import post_order_visit
+from tegula.backends.npu.emit import C_TYPES, Walker, c_expr, helpers  # noqa: F401 (c_expr: re-exported)
 from tegula.backends.npu.layout import ND
 from tegula.backends.npu.machine import machine
 from tegula.backends.npu.passes.plan_memory import buffer_bytes
 
-C_TYPES = {"float16": "half", "bfloat16": "bfloat16_t", "float32": "float", "int8": "int8_t",
-           "int32": "int32_t", "uint8": "uint8_t", "int16": "int16_t"}
 _TILE_TYPE = {"l1": "Mat", "l0a": "Left", "l0b": "Right", "l0c": "Acc", "ub": "Vec"}
-_C_OPS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "/", "floormod": "%", "div": "/",
-          "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&&",
-          "or": "||", "min": "min", "max": "max"}
-_VEC_TT = {"add": "TADD", "sub": "TSUB", "mul": "TMUL", "div": "TDIV", "max": "TMAX", "min": "TMIN"}
-_VEC_UNARY = {"exp": "TEXP", "ln": "TLOG", "abs": "TABS", "reciprocal": "TRECIP", "sqrt": "TSQRT",
-              "rsqrt": "TRSQRT", "relu": "TRELU", "cast": "TCVT", "copy": "TMOV",
-              "sigmoid": "TSIGMOID", "silu": "TSILU"}
-
-
-def c_expr(e: Any) -> str:
-    """An index expression as C (integer division and modulo of non-negative values)."""
-    if isinstance(e, int):
-        return str(e)
-    if isinstance(e, E.Const):
-        if e.dtype.is_int:
-            return str(int(e.value))
-        v = float(e.value)
-        return ("INFINITY" if v > 0 else "-INFINITY") if math.isinf(v) else "NAN" if v != v else repr(v)
-    if isinstance(e, E.Var):
-        return e.name
-    if isinstance(e, E.BinOp) and e.op in ("min", "max"):
-        return f"{e.op}({c_expr(e.a)}, {c_expr(e.b)})"
-    if isinstance(e, (E.BinOp, E.Compare)):
-        return f"({c_expr(e.a)} {_C_OPS[e.op]} {c_expr(e.b)})"
-    if isinstance(e, E.Cast):
-        return c_expr(e.value)
-    if isinstance(e, E.Select):
-        return f"({c_expr(e.cond)} ? {c_expr(e.then)} : {c_expr(e.else_)})"
-    raise UnsupportedError(f"the PTO emitter cannot print {type(e).__name__} expressions yet",
-                           getattr(e, "span", None))
+PTO = "npu.pto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,91 +58,12 @@ def _is_zero(x: Any) -> bool:
     return (isinstance(x, int) and x == 0) or (isinstance(x, E.Const) and x.value == 0)
 
 
-_CALLS = {"exp": "exp", "log": "ln", "abs": "abs", "sqrt": "sqrt", "rsqrt": "rsqrt"}
-_COMMUTES = ("add", "mul", "max", "min")
-
-
-def parallel_as_vec(s: For) -> Any:
-    """The one vector instruction a ``T.Parallel`` nest is (``c[i, j] = max(a[i, j], 0)`` ->
-    ``VecOp("max", c, (a, 0))``), or None: the body must store one expression into a whole UB
-    tile, an elementwise operation of loads of whole UB tiles at the loop indices (or of a
-    one-value-per-row tile at the row index) and values that do not depend on them."""
-    loops = []
-    body: Any = s
-    while isinstance(body, For) and body.kind == "parallel":
-        loops.append(body)
-        body = body.body
-        while isinstance(body, SeqStmt) and len(body.stmts) == 1:
-            body = body.stmts[0]
-    if not isinstance(body, BufferStore) or body.buffer.scope != "ub":
-        return None
-    ivars = [lp.var for lp in loops]
-    b = body.buffer
-    if list(body.indices) != ivars or [int(lp.extent) if isinstance(lp.extent, int) else lp.extent
-                                       for lp in loops] != list(b.shape):
-        return None
-
-    def tile(x: Any) -> Any:
-        if not (isinstance(x, BufferLoad) and x.buffer.scope == "ub"):
-            return None
-        if list(x.indices) == ivars and tuple(x.buffer.shape) == tuple(b.shape):
-            return x.buffer.region()
-        if len(ivars) == 2 and list(x.indices) == ivars[:1] and tuple(x.buffer.shape) == tuple(b.shape[:1]):
-            return x.buffer.region()  # one value per row
-        return None
-
-    def free(x: Any) -> bool:
-        used: list = []
-        post_order_visit(x, lambda n: used.append(n) if (isinstance(n, E.Var) and n in ivars)
-                         or isinstance(n, BufferLoad) else None)
-        return not used
-
-    v = body.value
-    dst = b.region()
-    if tile(v) is not None:
-        return VecOp("copy", dst, (tile(v),), span=s.span)
-    if isinstance(v, E.Cast) and tile(v.value) is not None:
-        return VecOp("cast", dst, (tile(v.value),), span=s.span)
-    if isinstance(v, E.Call) and v.name in _CALLS and len(v.args) == 1 and tile(v.args[0]) is not None:
-        return VecOp(_CALLS[v.name], dst, (tile(v.args[0]),), span=s.span)
-    if isinstance(v, E.BinOp) and v.op in _VEC_TT:
-        x, y = v.a, v.b
-        if tile(x) is None and v.op in _COMMUTES:
-            x, y = y, x
-        if tile(x) is None:
-            return None
-        if tile(y) is not None:
-            return VecOp(v.op, dst, (tile(x), tile(y)), span=s.span)
-        if free(y):
-            return VecOp(v.op, dst, (tile(x), y), span=s.span)
-    return None
-
-
-class _Emitter:
-    """Walks one core kind's code of an NpuKernel: structure (loops, ifs, lets, core scopes) and
-    the ``// file.py:LINE`` comments here; ``declare``, ``tile`` and ``leaf`` are the language's."""
+class _Pto(Walker):
+    """PTO's declarations and operands over the shared walker (:mod:`.emit`)."""
 
     LANG = "PTO"
-
-    def __init__(self, k: NpuKernel, m: Any, kind: str):
-        self.k, self.m, self.kind = k, m, kind
-        self.layouts = k.annotations.get("layouts", {})
-        self.offsets = k.annotations.get("offsets", {})
-        self.lines: list[str] = []
-        self.depth = 1
-        self.last_line: Any = None
-        self.subs = 0          # tiles declared for parts of buffers
-
-    def out(self, text: str) -> None:
-        self.lines.append("  " * self.depth + text)
-
-    def comment(self, s: Stmt) -> None:
-        sp = getattr(s, "span", None)
-        if sp is None or (sp.file, sp.line) == self.last_line:
-            return
-        self.last_line = (sp.file, sp.line)
-        src = linecache.getline(sp.file, sp.line).strip()
-        self.out(f"// {sp.file.rsplit('/', 1)[-1]}:{sp.line}  {src}")
+    ASPECT = PTO
+    SPELLING = "pto"
 
     # -- declarations ------------------------------------------------------------------------
     def tile_type(self, b: Any) -> str:
@@ -210,7 +102,7 @@ class _Emitter:
         base = f"0x{self.offsets[b]:x}"
         if len(b.shape) > 2:
             per = buffer_bytes(b, self.layouts) // int(b.shape[0])
-            base = f"0x{self.offsets[b]:x} + {c_expr(r.starts[0])} * {per}"
+            base = f"0x{self.offsets[b]:x} + {self.c(r.starts[0])} * {per}"
         rows = list(zip(r.starts, r.extents))[-2:]
         whole = len(b.shape) < 2 or all(_is_zero(st) and ex == full for (st, ex), full
                                         in zip(rows, tuple(b.shape)[-2:]))
@@ -227,7 +119,7 @@ class _Emitter:
         name = f"{b.name}_rows{self.subs}"
         t = C_TYPES.get(b.dtype.name, b.dtype.name)
         self.out(f"Tile<TileType::Vec, {t}, {nr}, {C}, BLayout::RowMajor, {nr}, {C}> {name};")
-        self.out(f"TASSIGN({name}, {base} + {c_expr(r0)} * {C * b.dtype.itemsize});")
+        self.out(f"TASSIGN({name}, {base} + {self.c(r0)} * {C * b.dtype.itemsize});")
         return name
 
     def column(self, r: BufferRegion) -> str:
@@ -249,7 +141,7 @@ class _Emitter:
         b = r.buffer
         if len(b.shape) > 2:
             per = buffer_bytes(b, self.layouts) // int(b.shape[0])
-            return f"0x{self.offsets[b]:x} + {c_expr(r.starts[0])} * {per}"
+            return f"0x{self.offsets[b]:x} + {self.c(r.starts[0])} * {per}"
         return f"0x{self.offsets[b]:x}"
 
     def transposed(self, b: Any, kind: str) -> str:
@@ -268,101 +160,18 @@ class _Emitter:
         strides: list = [1] * len(shape)
         for i in range(len(shape) - 2, -1, -1):
             strides[i] = strides[i + 1] * shape[i + 1]
-        off = " + ".join(f"{c_expr(s)} * {c_expr(st)}" if not (isinstance(st, int) and st == 1)
-                         else c_expr(s) for s, st in zip(r.starts, strides))
+        off = " + ".join(f"{self.c(s)} * {self.c(st)}" if not (isinstance(st, int) and st == 1)
+                         else self.c(s) for s, st in zip(r.starts, strides))
         ext = [e for e in r.extents]
         rows = ext[-2] if len(ext) >= 2 else 1
         t = C_TYPES.get(b.dtype.name, b.dtype.name)
-        rs = c_expr(strides[-2]) if len(strides) >= 2 else "1"
-        return (f"GlobalTensor<{t}, Shape<1, 1, 1, {c_expr(rows)}, {c_expr(ext[-1])}>, Stride<1, 1, 1, {rs}, 1>>"
+        rs = self.c(strides[-2]) if len(strides) >= 2 else "1"
+        return (f"GlobalTensor<{t}, Shape<1, 1, 1, {self.c(rows)}, {self.c(ext[-1])}>, Stride<1, 1, 1, {rs}, 1>>"
                 f"({b.name} + {off})")
 
-    # -- statements ----------------------------------------------------------------------------
-    def stmt(self, s: Stmt) -> None:
-        if isinstance(s, SeqStmt):
-            for x in s.stmts:
-                self.stmt(x)
-        elif isinstance(s, CoreScope):
-            if s.kind == self.kind:
-                self.stmt(s.body)
-        elif isinstance(s, LetStmt):
-            self.out(f"int32_t {s.var.name} = {c_expr(s.value)};")
-        elif isinstance(s, For) and s.kind == "parallel":
-            op = parallel_as_vec(s)
-            if op is None:
-                raise UnsupportedError(f"the {self.LANG} emitter prints a T.Parallel loop only when its "
-                                       "body is one elementwise operation on whole UB tiles", s.span,
-                                       hint="use T.tile.* vector operations, or target='ascend-emu'")
-            self.comment(s)
-            self.vec(op)
-        elif isinstance(s, For):
-            v, start = s.var.name, c_expr(s.start)
-            stop = c_expr(s.extent) if start == "0" and s.step == 1 else \
-                f"{start} + {c_expr(s.extent)} * {s.step}"
-            inc = f"++{v}" if s.step == 1 else f"{v} += {s.step}"
-            self.out(f"for (int32_t {v} = {start}; {v} < {stop}; {inc}) {{")
-            self.depth += 1
-            self.stmt(s.body)
-            self.depth -= 1
-            self.out("}")
-        elif isinstance(s, IfThenElse):
-            self.out(f"if {c_expr(s.cond)} {{")
-            self.depth += 1
-            self.stmt(s.then)
-            self.depth -= 1
-            if s.else_ is not None:
-                self.out("} else {")
-                self.depth += 1
-                self.stmt(s.else_)
-                self.depth -= 1
-            self.out("}")
-        else:
-            self.comment(s)
-            self.leaf(s)
-
-    def leaf(self, s: Stmt) -> None:
-        if isinstance(s, SetFlag):
-            self.out(f"set_flag(PIPE_{s.src}, PIPE_{s.dst}, EVENT_ID{c_expr(s.id)});"
-                     if isinstance(s.id, E.Const) else
-                     f"set_flag(PIPE_{s.src}, PIPE_{s.dst}, (event_t){c_expr(s.id)});")
-        elif isinstance(s, WaitFlag):
-            self.out(f"wait_flag(PIPE_{s.src}, PIPE_{s.dst}, EVENT_ID{c_expr(s.id)});"
-                     if isinstance(s.id, E.Const) else
-                     f"wait_flag(PIPE_{s.src}, PIPE_{s.dst}, (event_t){c_expr(s.id)});")
-        elif isinstance(s, PipeBarrier):
-            self.out(f"pipe_barrier(PIPE_{s.pipe});")
-        elif isinstance(s, BarrierAll):
-            self.out("pipe_barrier(PIPE_ALL);")
-        elif isinstance(s, SetCrossFlag):
-            self.out(f"ffts_cross_core_sync(PIPE_{s.pipe}, getFFTSMsg({s.mode}, {c_expr(s.flag)}));")
-        elif isinstance(s, WaitCrossFlag):
-            self.out(f"wait_flag_dev({c_expr(s.flag)});")
-        elif isinstance(s, Copy):
-            self.copy(s)
-        elif isinstance(s, Mma) and s.transpose_B:  # B^T was loaded into L0B: its K x N view
-            rt = self.transposed(s.B.buffer, "Right")
-            self.out(f"{{ {rt} bT; TASSIGN(bT, {self.address(s.B)});")
-            self.depth += 1
-            self.leaf(dataclasses.replace(s, B=_Named("bT", s.B), transpose_B=False))
-            self.depth -= 1
-            self.out("}")
-        elif isinstance(s, Mma):
-            a, b, c = self.tile(s.A), self.tile(s.B), self.tile(s.C)
-            if s.init is True:
-                self.out(f"TMATMUL({c}, {a}, {b});")
-            elif s.init is False:
-                self.out(f"TMATMUL_ACC({c}, {c}, {a}, {b});")
-            else:
-                self.out(f"if {c_expr(s.init)} TMATMUL({c}, {a}, {b}); else TMATMUL_ACC({c}, {c}, {a}, {b});")
-        elif isinstance(s, VecOp):
-            self.vec(s)
-        elif isinstance(s, Reduce):
-            self.reduce(s)
-        elif isinstance(s, Fill):
-            self.out(f"TEXPANDS({self.tile(s.dst)}, {c_expr(s.value)});")
-        else:
-            raise UnsupportedError(f"the {self.LANG} emitter cannot print {type(s).__name__} yet", s.span,
-                                   hint="run it on target='ascend-emu' instead")
+    def operand(self, x: Any, letter: str) -> str:
+        """A per-row tile is read as its column (DN) tile, as row broadcasts take it."""
+        return self.column(x) if letter == "r" else super().operand(x, letter)
 
     def reduce(self, s: Reduce) -> None:
         """TROWMAX / TROWSUM with the scratch tile PlanNpuMemory placed after the UB buffers as
@@ -399,28 +208,41 @@ class _Emitter:
         else:
             self.out(f"TMOV({self.tile(s.dst)}, {self.tile(s.src)});")
 
-    def vec(self, s: VecOp) -> None:
-        dst = self.tile(s.dst)
-        ops = [self.tile(x) if isinstance(x, BufferRegion) else c_expr(x) for x in s.srcs]
-        if s.op == "fill":
-            self.out(f"TEXPANDS({dst}, {ops[0]});")
-        elif s.op == "cast":
-            wide = s.dst.dtype.itemsize > s.srcs[0].dtype.itemsize
-            self.out(f"TCVT({dst}, {ops[0]}, RoundMode::{'CAST_NONE' if wide else 'CAST_RINT'});")
-        elif s.op in _VEC_UNARY:
-            self.out(f"{_VEC_UNARY[s.op]}({dst}, {ops[0]});")
-        elif s.op in _VEC_TT:
-            b = s.srcs[1]
-            if not isinstance(b, BufferRegion):
-                self.out(f"{_VEC_TT[s.op]}S({dst}, {ops[0]}, {ops[1]});")
-            elif b.tile_shape() != s.dst.tile_shape():
-                self.out(f"TROWEXPAND{s.op.upper()}({dst}, {ops[0]}, {self.column(b)});")
-            else:
-                self.out(f"{_VEC_TT[s.op]}({dst}, {ops[0]}, {ops[1]});")
-        elif s.op == "axpy":
-            self.out(f"TAXPY({dst}, {ops[0]}, {ops[1]});")
-        else:
-            self.out(f"TLRELU({dst}, {ops[0]}, {ops[1]});")
+# -- the PTO spelling of each leaf statement ----------------------------------------------------
+
+def _event(em: Walker, s: Any) -> str:
+    return f"EVENT_ID{em.c(s.id)}" if isinstance(s.id, E.Const) else f"(event_t){em.c(s.id)}"
+
+
+tile_rule(SetFlag, PTO)(lambda em, s: em.out(f"set_flag(PIPE_{s.src}, PIPE_{s.dst}, {_event(em, s)});"))
+tile_rule(WaitFlag, PTO)(lambda em, s: em.out(f"wait_flag(PIPE_{s.src}, PIPE_{s.dst}, {_event(em, s)});"))
+tile_rule(PipeBarrier, PTO)(lambda em, s: em.out(f"pipe_barrier(PIPE_{s.pipe});"))
+tile_rule(BarrierAll, PTO)(lambda em, s: em.out("pipe_barrier(PIPE_ALL);"))
+tile_rule(SetCrossFlag, PTO)(lambda em, s: em.out(
+    f"ffts_cross_core_sync(PIPE_{s.pipe}, getFFTSMsg({s.mode}, {em.c(s.flag)}));"))
+tile_rule(WaitCrossFlag, PTO)(lambda em, s: em.out(f"wait_flag_dev({em.c(s.flag)});"))
+tile_rule(Copy, PTO)(lambda em, s: em.copy(s))
+tile_rule(Reduce, PTO)(lambda em, s: em.reduce(s))
+tile_rule(Fill, PTO)(lambda em, s: em.out(f"TEXPANDS({em.tile(s.dst)}, {em.c(s.value)});"))
+
+
+@tile_rule(Mma, PTO)
+def _mma(em: _Pto, s: Mma) -> None:
+    if s.transpose_B:  # B^T was loaded into L0B: its K x N view
+        rt = em.transposed(s.B.buffer, "Right")
+        em.out(f"{{ {rt} bT; TASSIGN(bT, {em.address(s.B)});")
+        em.depth += 1
+        _mma(em, dataclasses.replace(s, B=_Named("bT", s.B), transpose_B=False))
+        em.depth -= 1
+        em.out("}")
+        return
+    a, b, c = em.tile(s.A), em.tile(s.B), em.tile(s.C)
+    if s.init is True:
+        em.out(f"TMATMUL({c}, {a}, {b});")
+    elif s.init is False:
+        em.out(f"TMATMUL_ACC({c}, {c}, {a}, {b});")
+    else:
+        em.out(f"if {em.c(s.init)} TMATMUL({c}, {a}, {b}); else TMATMUL_ACC({c}, {c}, {a}, {b});")
 
 
 def emit(func: PrimFunc, target: Any) -> str:
@@ -431,12 +253,12 @@ def emit(func: PrimFunc, target: Any) -> str:
     params = ", ".join([f"__gm__ {C_TYPES.get(p.dtype.name, p.dtype.name)} *{p.name}"
                         if hasattr(p, "shape") else f"int32_t {p.name}" for p in func.params]
                        + [f"int32_t {v.name}" for v in func.dynamic_vars()])
-    out = [f"// PTO C++ generated by tegula for {target} from '{func.name}'",
-           "#include <pto/pto-inst.hpp>", "using namespace pto;", ""]
+    used: set = set()
+    body: list = []
     for n, k in enumerate(kernels):
-        out.append(f"extern \"C\" __global__ AICORE void {func.name}_kernel{n if n else ''}({params}) {{")
+        body.append(f"extern \"C\" __global__ AICORE void {func.name}_kernel{n if n else ''}({params}) {{")
         for kind, macro in (("C", "__DAV_CUBE__"), ("V", "__DAV_VEC__")):
-            em = _Emitter(k, m, kind)
+            em = _Pto(k, m, kind, used)
             em.out(f"int32_t {k.block_vars[0].name} = get_block_idx();")
             if kind == "V":
                 em.out(f"int32_t {k.sub_var.name} = get_subblockid();")
@@ -444,8 +266,10 @@ def emit(func: PrimFunc, target: Any) -> str:
                 em.out(f"int32_t {k.sub_var.name} = 0;")
             em.declare()
             em.stmt(k.body)
-            out.append(f"#if defined({macro})")
-            out.extend(em.lines)
-            out.append("#endif")
-        out.append("}")
-    return "\n".join(out) + "\n"
+            body.append(f"#if defined({macro})")
+            body.extend(em.lines)
+            body.append("#endif")
+        body.append("}")
+    head = [f"// PTO C++ generated by tegula for {target} from '{func.name}'",
+            "#include <pto/pto-inst.hpp>", "using namespace pto;", ""]
+    return "\n".join(head + helpers(used, "AICORE") + body) + "\n"

@@ -185,8 +185,8 @@ def test_pipelined_gemm_ring_flags(ascend_example):
     f = EXAMPLES["gemm"](ascend_example("gemm"))
     src = tegula.compile(f, target="ascendc:a2a3", pass_configs=AUTO).get_kernel_source()
     assert "KERNEL_TYPE_AIC_ONLY" in src and "ASCEND_IS_AIV" not in src
-    assert "WaitFlag<HardEvent::MTE1_MTE2>((event_t)(0 + (k % 2)));" in src
-    assert "A_L1[(k % 2) * 2048]" in src
+    assert "WaitFlag<HardEvent::MTE1_MTE2>((event_t)(0 + tl::floormod(k, 2)));" in src
+    assert "A_L1[tl::floormod(k, 2) * 2048]" in src and "inline T floormod(T a, T b)" in src
     assert "mp.cmatrixInitVal = (k == 0);" in src
 
 

@@ -115,6 +115,6 @@ def test_the_npu_pipeline_is_traceable_pass_by_pass():
 
     tr = trace(vec_kernel, target="ascend-emu:a5", pass_configs={"tl.ascend_auto_sync": True})
     assert tr.names()[1:] == ["AssignNpuScopes", "InferCoreScope", "CheckNpuOps", "LowerGemmV0", "AutoSchedule", "MultiBuffer",
-                              "InferFractalLayout", "PlanNpuMemory", "InsertSync"]
+                              "InferFractalLayout", "PlanNpuMemory", "InsertSync", "ParallelToVec"]
     assert tr.error is None and not tr.problems
     assert "# inserted" in tr["InsertSync"].ir and "# inserted" not in tr["PlanNpuMemory"].ir

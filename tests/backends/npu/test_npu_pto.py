@@ -65,10 +65,10 @@ def test_pipelined_gemm_pto(ascend_example, arch):
     assert "using A_L1_l0a_t = TileLeft<half, 64, 32, 64, 32>;" in src
     assert "using B_L1_l0b_t = TileRight<half, 32, 64, 32, 64>;" in src
     assert "using C_L0_t = TileAcc<float, 64, 64, 64, 64>;" in src
-    assert "TASSIGN(A_L1, 0x0 + (k % 2) * 4096);" in src          # ring of two L1 versions
+    assert "TASSIGN(A_L1, 0x0 + tl::floormod(k, 2) * 4096);" in src          # ring of two L1 versions
     assert "TEXTRACT(A_L1_l0a, A_L1, 0, 0);" in src
     assert "if (k == 0) TMATMUL(C_L0, A_L1_l0a, B_L1_l0b); else TMATMUL_ACC(C_L0, C_L0, A_L1_l0a, B_L1_l0b);" in src
-    assert "wait_flag(PIPE_MTE1, PIPE_MTE2, (event_t)(0 + (k % 2)));" in src
+    assert "wait_flag(PIPE_MTE1, PIPE_MTE2, (event_t)(0 + tl::floormod(k, 2)));" in src
     assert "// gemm.py:" in src and "T.gemm_v0(A_L1, B_L1, C_L0, init=(k == 0))" in src
     # every set has its wait
     assert src.count("set_flag(") == src.count("wait_flag(")
