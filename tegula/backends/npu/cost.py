@@ -32,6 +32,8 @@ from typing import Any, Optional
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.expr import Const
 from tegula.ir.npu import Mma, VecOp
+from tegula.ir.tile_rules import TILE_RULES, add_aspect, tile_rule
+from tegula.ir.vecops import VEC_OPS
 from tegula.ir.stmt import Copy, Fill, For, Reduce, Stmt
 
 MODEL_VERSION = "tegula-npu-cost/1"
@@ -91,15 +93,10 @@ _A5_PATHS = {
 }
 
 # vector instructions on A2/A3: (bytes per cycle, cycles per repeat, delay), a2a3-pipe-model
-# (VADD, VMUL, VEXP, VDIV, VCADD, VCMAX); the others take the figure of their closest relative.
-_A2A3_VEC = {
-    "add": (256, 1, 6), "sub": (256, 1, 6), "max": (256, 1, 6), "min": (256, 1, 6),
-    "abs": (256, 1, 6), "relu": (256, 1, 6), "copy": (256, 1, 6), "fill": (256, 1, 6),
-    "mul": (256, 1, 7), "axpy": (256, 1, 7), "leaky_relu": (256, 1, 7), "cast": (256, 1, 7),
-    "exp": (128, 1, 12), "ln": (128, 1, 12), "sigmoid": (128, 2, 12), "silu": (128, 2, 12),
-    "sqrt": (128, 1, 12), "rsqrt": (128, 1, 13), "reciprocal": (128, 1, 13), "div": (128, 1, 13),
-    "reduce_sum": (256, 1, 20), "reduce_max": (256, 1, 8), "reduce_min": (256, 1, 8),
-}
+# (VADD, VMUL, VEXP, VDIV, VCADD, VCMAX): each T.tile op's row of the vector-op table
+# (tegula/ir/vecops.py, ``cost``) gives it, the others taking their closest relative's; here only
+# the row reductions, which are not vector-table ops.
+_A2A3_REDUCE = {"reduce_sum": (256, 1, 20), "reduce_max": (256, 1, 8), "reduce_min": (256, 1, 8)}
 VEC_FIXED = 15           # every vector instruction (a2a3-pipe-model)
 REDUCE_ROW = 7           # cycles per row of a row reduction (a2a3-tsv-fit, TRowSum / TRowMax 64x64)
 MMAD_STATE = 6           # a2a3-tsv-fit: the four TMatmul cases are steps + 6 exactly (the pipe
@@ -146,13 +143,13 @@ def _repeats(shape: tuple, itemsize: int) -> int:
 def vector_cost(machine: Any, op: str, shape: tuple, itemsize: int, tile_srcs: int) -> Cost:
     """A ``T.tile.<op>`` (or ``reduce_<kind>``) on a tile of ``shape``; ``tile_srcs`` source tiles."""
     nbytes = int(math.prod(shape)) * itemsize if shape else itemsize
+    row = VEC_OPS.get(op)
     if machine.name == "a5":
         ops = int(math.prod(shape)) if shape else 1
-        thr = 256 // itemsize if op not in ("exp", "ln", "div", "sqrt", "rsqrt", "reciprocal") \
-            else 128 // itemsize
+        thr = 128 // itemsize if row is not None and row.slow else 256 // itemsize
         c = int(math.ceil(max(ops / thr, nbytes / 256))) + A5_VEC_BASE
         return Cost(c, c, "a5-calibrated")
-    bpc, thr, delay = _A2A3_VEC.get(op, (256, 1, 6))
+    bpc, thr, delay = row.cost if row is not None else _A2A3_REDUCE.get(op, (256, 1, 6))
     reps = _repeats(shape, itemsize)
     if op.startswith("reduce_"):
         rows = int(math.prod(shape[:-1])) if len(shape) > 1 else 1
@@ -181,45 +178,66 @@ def _extents(r: BufferRegion, env: Optional[dict]) -> tuple:
     return tuple(out)
 
 
-def op_cost(s: Stmt, machine: Any, pipe: str, env: Optional[dict] = None) -> Cost:
-    """The cost of tile operation ``s`` on ``pipe`` of ``machine``."""
-    if isinstance(s, Copy):
-        dst, src = s.dst, s.src
-        onchip = dst if dst.buffer.scope != "global" else src
-        shape = _extents(onchip, env)
-        item = onchip.buffer.dtype.itemsize
-        nbytes = int(math.prod(shape)) * item
-        rows = int(math.prod(shape[:-1])) if len(shape) > 1 else 1
-        return copy_cost(machine, src.buffer.scope, dst.buffer.scope, nbytes, rows, shape[-1] * item)
-    if isinstance(s, Mma):
-        a, c = _extents(s.A, env), _extents(s.C, env)
-        kdim = a[-2] if s.transpose_A else a[-1]
-        return mmad_cost(machine, c[-2], c[-1], kdim, s.A.buffer.dtype)
-    if isinstance(s, VecOp):
-        shape = _extents(s.dst, env)
-        srcs = [x for x in s.srcs if isinstance(x, BufferRegion)]
-        item = max([s.dst.buffer.dtype.itemsize] + [x.buffer.dtype.itemsize for x in srcs])
-        full = [x for x in srcs if int(math.prod(_extents(x, env))) == int(math.prod(shape))]
-        return vector_cost(machine, s.op, shape, item, len(full))
-    if isinstance(s, Reduce):
-        shape = _extents(s.src, env)
-        return vector_cost(machine, "reduce_" + s.kind.replace("abs", ""), shape,
-                           s.src.buffer.dtype.itemsize, 1)
-    if isinstance(s, Fill):
-        shape = _extents(s.dst, env)
-        if pipe == "M":  # clearing L0C on the cube: one pass over the accumulator
-            return Cost(int(math.prod(shape)) // 256 + MMAD_STATE, int(math.prod(shape)) // 256 + 1,
-                        "assumed")
-        return vector_cost(machine, "fill", shape, s.dst.buffer.dtype.itemsize, 0)
-    if isinstance(s, For):  # a T.Parallel nest: one vector pass per buffer it touches
-        from tegula.backends.npu.passes.insert_sync import region_accesses
+COST = add_aspect("npu.cost", "ascend-emu")
 
-        regions = region_accesses(s)
-        shape = tuple(int(d) if isinstance(d, int) else 1 for d in regions[0][0].buffer.shape) \
-            if regions else (1,)
-        item = max([r.buffer.dtype.itemsize for r, _ in regions] or [4])
-        return vector_cost(machine, "add", shape, item, max(1, len([r for r, w in regions if not w])))
-    return Cost(1, 1, "assumed")
+
+def op_cost(s: Stmt, machine: Any, pipe: str, env: Optional[dict] = None) -> Cost:
+    """The cost of tile operation ``s`` on ``pipe`` of ``machine``: its ``npu.cost`` rule."""
+    rule = TILE_RULES.get(type(s), COST)
+    return rule(s, machine, pipe, env) if rule is not None else Cost(1, 1, "assumed")
+
+
+@tile_rule(Copy, COST)
+def _copy_cost(s: Copy, machine: Any, pipe: str, env: Optional[dict]) -> Cost:
+    dst, src = s.dst, s.src
+    onchip = dst if dst.buffer.scope != "global" else src
+    shape = _extents(onchip, env)
+    item = onchip.buffer.dtype.itemsize
+    nbytes = int(math.prod(shape)) * item
+    rows = int(math.prod(shape[:-1])) if len(shape) > 1 else 1
+    return copy_cost(machine, src.buffer.scope, dst.buffer.scope, nbytes, rows, shape[-1] * item)
+
+
+@tile_rule(Mma, COST)
+def _mma_cost(s: Mma, machine: Any, pipe: str, env: Optional[dict]) -> Cost:
+    a, c = _extents(s.A, env), _extents(s.C, env)
+    kdim = a[-2] if s.transpose_A else a[-1]
+    return mmad_cost(machine, c[-2], c[-1], kdim, s.A.buffer.dtype)
+
+
+@tile_rule(VecOp, COST)
+def _vec_cost(s: VecOp, machine: Any, pipe: str, env: Optional[dict]) -> Cost:
+    shape = _extents(s.dst, env)
+    srcs = [x for x in s.srcs if isinstance(x, BufferRegion)]
+    item = max([s.dst.buffer.dtype.itemsize] + [x.buffer.dtype.itemsize for x in srcs])
+    full = [x for x in srcs if int(math.prod(_extents(x, env))) == int(math.prod(shape))]
+    return vector_cost(machine, s.op, shape, item, len(full))
+
+
+@tile_rule(Reduce, COST)
+def _reduce_cost(s: Reduce, machine: Any, pipe: str, env: Optional[dict]) -> Cost:
+    shape = _extents(s.src, env)
+    return vector_cost(machine, "reduce_" + s.kind.replace("abs", ""), shape, s.src.buffer.dtype.itemsize, 1)
+
+
+@tile_rule(Fill, COST)
+def _fill_cost(s: Fill, machine: Any, pipe: str, env: Optional[dict]) -> Cost:
+    shape = _extents(s.dst, env)
+    if pipe == "M":  # clearing L0C on the cube: one pass over the accumulator
+        return Cost(int(math.prod(shape)) // 256 + MMAD_STATE, int(math.prod(shape)) // 256 + 1, "assumed")
+    return vector_cost(machine, "fill", shape, s.dst.buffer.dtype.itemsize, 0)
+
+
+@tile_rule(For, COST)
+def _parallel_cost(s: For, machine: Any, pipe: str, env: Optional[dict]) -> Cost:
+    """A T.Parallel nest ParallelToVec left: one vector pass per buffer it touches."""
+    from tegula.backends.npu.passes.insert_sync import region_accesses
+
+    regions = region_accesses(s)
+    shape = tuple(int(d) if isinstance(d, int) else 1 for d in regions[0][0].buffer.shape) \
+        if regions else (1,)
+    item = max([r.buffer.dtype.itemsize for r, _ in regions] or [4])
+    return vector_cost(machine, "add", shape, item, max(1, len([r for r, w in regions if not w])))
 
 
 def describe() -> str:

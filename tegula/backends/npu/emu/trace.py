@@ -20,6 +20,8 @@ from tegula.ir.npu import (BarrierAll, CoreScope, Mma, PipeBarrier, SetCrossFlag
                            WaitCrossFlag, WaitFlag)
 from tegula.ir.stmt import (BufferStore, Copy, Fill, For, IfThenElse, LetStmt, Reduce, SeqStmt,
                             Stmt, While)
+from tegula.ir import vecops
+from tegula.ir.tile_rules import TILE_RULES, add_aspect, tile_rule
 from tegula.backends.closure import MASK, compile_expr, compile_stmt
 from tegula.backends.interp.context import Ctx
 from tegula.backends.npu import semantics
@@ -136,19 +138,9 @@ class Issuer:
                 self.stmt(s.body)
         elif isinstance(s, BufferStore) and s.buffer.scope == "local.var":
             env[self.ctx.slot(s.buffer)][0] = self.val(s.value, env)
-        elif isinstance(s, (SetFlag, WaitFlag)):
-            self.out.append(Instr("set" if isinstance(s, SetFlag) else "wait",
-                                  s.src if isinstance(s, SetFlag) else s.dst, s,
-                                  event=(s.src, s.dst), flag=int(self.val(s.id, env))))
-        elif isinstance(s, PipeBarrier):
-            self.out.append(Instr("barrier", s.pipe, s))
-        elif isinstance(s, BarrierAll):
-            self.out.append(Instr("all", "S", s))
-        elif isinstance(s, SetCrossFlag):
-            self.out.append(Instr("xset", s.pipe, s, flag=int(self.val(s.flag, env)), mode=s.mode))
-        elif isinstance(s, WaitCrossFlag):
-            self.out.append(Instr("xwait", "S", s, flag=int(self.val(s.flag, env))))
-        elif isinstance(s, (Copy, Mma, VecOp, Reduce, Fill)):
+        elif type(s) in _SYNC:
+            self.out.append(_SYNC[type(s)](self, s))
+        elif TILE_RULES.get(type(s), EMU) is not None:
             self.out.append(self.tile_op(s))
         else:
             raise UnsupportedError(f"the Ascend emulator cannot run {type(s).__name__}", s.span)
@@ -228,57 +220,99 @@ class Issuer:
                     mem.elems(buf)[idx[valid]] = x[valid]
             return get, put
 
-        if isinstance(s, Copy):
-            get, _ = operand(s.src, False)
-            _, put = operand(s.dst, True)
-            narrow = s.dst.buffer.dtype.is_float and s.dst.buffer.dtype.bits < 32
-
-            def run() -> None:
-                x = get()
-                put(x.astype(np.float32) if narrow and x.dtype != s.dst.buffer.dtype.np else x)
-        elif isinstance(s, Mma):
-            ga, _ = operand(s.A, False)
-            gb, _ = operand(s.B, False)
-            gc, pc = operand(s.C, True)
-            init = s.init if isinstance(s.init, bool) else bool(self.val(s.init, self.env))
-            if not init:
-                reads.append(writes[-1])
-
-            def run() -> None:
-                pc(semantics.mma(ga(), gb(), gc(), s.transpose_A, s.transpose_B, init))
-        elif isinstance(s, VecOp):
-            srcs = [operand(x, False)[0] if isinstance(x, BufferRegion) else self.val(x, self.env)
-                    for x in s.srcs]
-            gd, pd = operand(s.dst, True)
-            if s.op == "axpy":
-                reads.append(writes[-1])
-
-            def run() -> None:
-                pd(semantics.vec(s.op, gd(), [x() if callable(x) else x for x in srcs], s.attrs, s.span))
-        elif isinstance(s, Reduce):
-            gs, _ = operand(s.src, False)
-            gd, pd = operand(s.dst, True)
-            if not s.clear:
-                reads.append(writes[-1])
-            red = {"sum": np.sum, "max": np.max, "min": np.min,
-                   "abssum": lambda x, axis: np.sum(np.abs(x), axis=axis),
-                   "absmax": lambda x, axis: np.max(np.abs(x), axis=axis)}[s.kind]
-            comb = {"sum": np.add, "abssum": np.add, "max": np.maximum, "min": np.minimum,
-                    "absmax": np.maximum}[s.kind]
-
-            def run() -> None:
-                x = gs().astype(np.float32)
-                r = red(x, axis=s.dim)
-                if not s.clear:
-                    r = comb(r, gd().reshape(r.shape).astype(np.float32))
-                pd(r)
-        else:  # Fill
-            gd, pd = operand(s.dst, True)
-            v = self.val(s.value, self.env)
-
-            def run() -> None:
-                pd(np.full(gd().shape, v, np.float32))
+        run = TILE_RULES.get(type(s), EMU)(self, s, operand, reads, writes)
         return Instr("op", pipe, s, run, reads, writes)
+
+
+# -- what each instruction does (the emulator's rule per node) -----------------------------------
+#
+# A tile op's ``npu.emu`` rule gets the issuer, the node, ``operand(region, write) -> (get, put)``
+# (which also records the bytes it touches) and the reads / writes lists, and returns the
+# function that does its work when the simulator executes it.
+
+EMU = add_aspect("npu.emu", "ascend-emu")
+
+
+@tile_rule(Copy, EMU)
+def _copy(iss: Issuer, s: Copy, operand: Callable, reads: list, writes: list) -> Callable:
+    get, _ = operand(s.src, False)
+    _, put = operand(s.dst, True)
+    narrow = s.dst.buffer.dtype.is_float and s.dst.buffer.dtype.bits < 32
+
+    def run() -> None:
+        x = get()
+        put(x.astype(np.float32) if narrow and x.dtype != s.dst.buffer.dtype.np else x)
+    return run
+
+
+@tile_rule(Mma, EMU)
+def _mma(iss: Issuer, s: Mma, operand: Callable, reads: list, writes: list) -> Callable:
+    ga, _ = operand(s.A, False)
+    gb, _ = operand(s.B, False)
+    gc, pc = operand(s.C, True)
+    init = s.init if isinstance(s.init, bool) else bool(iss.val(s.init, iss.env))
+    if not init:
+        reads.append(writes[-1])
+
+    def run() -> None:
+        pc(semantics.mma(ga(), gb(), gc(), s.transpose_A, s.transpose_B, init))
+    return run
+
+
+@tile_rule(VecOp, EMU)
+def _vec(iss: Issuer, s: VecOp, operand: Callable, reads: list, writes: list) -> Callable:
+    srcs = [operand(x, False)[0] if isinstance(x, BufferRegion) else iss.val(x, iss.env) for x in s.srcs]
+    gd, pd = operand(s.dst, True)
+    if vecops.row(s.op).reads_dst:
+        reads.append(writes[-1])
+
+    def run() -> None:
+        pd(semantics.vec(s.op, gd(), [x() if callable(x) else x for x in srcs], s.attrs, s.span))
+    return run
+
+
+_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min,
+           "abssum": lambda x, axis: np.sum(np.abs(x), axis=axis),
+           "absmax": lambda x, axis: np.max(np.abs(x), axis=axis)}
+_COMBINE = {"sum": np.add, "abssum": np.add, "max": np.maximum, "min": np.minimum, "absmax": np.maximum}
+
+
+@tile_rule(Reduce, EMU)
+def _reduce(iss: Issuer, s: Reduce, operand: Callable, reads: list, writes: list) -> Callable:
+    gs, _ = operand(s.src, False)
+    gd, pd = operand(s.dst, True)
+    if not s.clear:
+        reads.append(writes[-1])
+    red, comb = _REDUCE[s.kind], _COMBINE[s.kind]
+
+    def run() -> None:
+        x = gs().astype(np.float32)
+        r = red(x, axis=s.dim)
+        if not s.clear:
+            r = comb(r, gd().reshape(r.shape).astype(np.float32))
+        pd(r)
+    return run
+
+
+@tile_rule(Fill, EMU)
+def _fill(iss: Issuer, s: Fill, operand: Callable, reads: list, writes: list) -> Callable:
+    gd, pd = operand(s.dst, True)
+    v = iss.val(s.value, iss.env)
+
+    def run() -> None:
+        pd(np.full(gd().shape, v, np.float32))
+    return run
+
+
+# flags and barriers: the instruction each is
+_SYNC: dict = {
+    SetFlag: lambda iss, s: Instr("set", s.src, s, event=(s.src, s.dst), flag=int(iss.val(s.id, iss.env))),
+    WaitFlag: lambda iss, s: Instr("wait", s.dst, s, event=(s.src, s.dst), flag=int(iss.val(s.id, iss.env))),
+    PipeBarrier: lambda iss, s: Instr("barrier", s.pipe, s),
+    BarrierAll: lambda iss, s: Instr("all", "S", s),
+    SetCrossFlag: lambda iss, s: Instr("xset", s.pipe, s, flag=int(iss.val(s.flag, iss.env)), mode=s.mode),
+    WaitCrossFlag: lambda iss, s: Instr("xwait", "S", s, flag=int(iss.val(s.flag, iss.env))),
+}
 
 
 def _bytes(flat: np.ndarray, valid: np.ndarray, buf: Any) -> tuple:

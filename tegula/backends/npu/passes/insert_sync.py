@@ -50,6 +50,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from tegula.ir import vecops
 from tegula.ir.buffer import Buffer
 from tegula.ir.expr import BufferLoad, Const, Expr
 from tegula.ir.npu import (BARRIER_PIPES, FLAG_IDS, HARD_EVENTS, BarrierAll, CoreScope, Mma, NpuKernel,
@@ -97,7 +98,7 @@ def _raw_accesses(s: Stmt) -> list:
         return out if s.init is True else out + [(s.C, False)]
     if isinstance(s, VecOp):
         out = [(x, False) for x in s.srcs if hasattr(x, "buffer")] + [(s.dst, True)]
-        return out + [(s.dst, False)] if s.op == "axpy" else out
+        return out + [(s.dst, False)] if vecops.row(s.op).reads_dst else out
     if isinstance(s, Reduce):
         return [(s.src, False), (s.dst, True)] + ([] if s.clear else [(s.dst, False)])
     if isinstance(s, Fill):

@@ -71,18 +71,20 @@ class Task:
         return PIPE_MASK.get(self.pipe, 64)
 
     def label(self) -> str:
-        what = type(self.stmt).__name__
-        if isinstance(self.stmt, Copy):
-            what = f"copy {self.stmt.src.buffer.name}->{self.stmt.dst.buffer.name}"
-        elif isinstance(self.stmt, Mma):
-            what = f"mma {self.stmt.C.buffer.name}"
-        elif isinstance(self.stmt, VecOp):
-            what = f"{self.stmt.op} {self.stmt.dst.buffer.name}"
-        elif isinstance(self.stmt, Reduce):
-            what = f"reduce_{self.stmt.kind} {self.stmt.dst.buffer.name}"
-        elif isinstance(self.stmt, (SetCrossFlag, WaitCrossFlag)):
-            what = f"{'set' if isinstance(self.stmt, SetCrossFlag) else 'wait'}_cross_flag"
+        f = _LABELS.get(type(self.stmt))
+        what = f(self.stmt) if f is not None else type(self.stmt).__name__
         return f"{what}@{self.line}" if self.line is not None else what
+
+
+# how a task names its statement (region_accesses gives every read, accumulators' included)
+_LABELS: dict = {
+    Copy: lambda s: f"copy {s.src.buffer.name}->{s.dst.buffer.name}",
+    Mma: lambda s: f"mma {s.C.buffer.name}",
+    VecOp: lambda s: f"{s.op} {s.dst.buffer.name}",
+    Reduce: lambda s: f"reduce_{s.kind} {s.dst.buffer.name}",
+    SetCrossFlag: lambda s: "set_cross_flag",
+    WaitCrossFlag: lambda s: "wait_cross_flag",
+}
 
 
 @dataclass(frozen=True)
@@ -159,21 +161,10 @@ def make_tasks(stmts: list, core: str, machine: Any, hints: dict, first: int = 0
             src = "T.Task"
         acc = region_accesses(s)
         out.append(Task(idx, s, core, pipe, int(lat), max(1, int(ii)), src,
-                        reads=tuple(r.buffer for r, w in acc if not w) + _implicit_reads(s),
+                        reads=tuple(dict.fromkeys(r.buffer for r, w in acc if not w)),
                         writes=tuple(r.buffer for r, w in acc if w), stage=h.get("stage"),
                         position=pos))
     return out
-
-
-def _implicit_reads(s: Stmt) -> tuple:
-    """Accumulating operations read their destination too."""
-    if isinstance(s, Mma) and s.init is not True:
-        return (s.C.buffer,)
-    if isinstance(s, VecOp) and s.op == "axpy":
-        return (s.dst.buffer,)
-    if isinstance(s, Reduce) and not s.clear:
-        return (s.dst.buffer,)
-    return ()
 
 
 def first_access_writes_all(tasks: list, buf: Any) -> bool:
