@@ -5,3 +5,27 @@ from tegula.ir.dtype import (ALL_DTYPES, DType, as_dtype, bfloat16, bool_, float
 
 float8_e4m3fn = float8_e4m3
 bool = bool_  # noqa: A001
+
+
+def _torch_dtype_to_str() -> dict:
+    """``{torch.float16: "float16", ...}`` for every dtype tegula and torch share (TileLang's
+    ``tilelang.language.dtypes._TORCH_DTYPE_TO_STR``, which host code uses to name a tensor's
+    dtype); empty without torch."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    out = {}
+    for d in ALL_DTYPES:
+        try:
+            out[d.as_torch()] = d.name if d.name != "float8_e4m3" else "float8_e4m3fn"
+        except (ValueError, AttributeError):
+            continue
+    return out
+
+
+def __getattr__(name: str):  # the table needs torch: built on first use
+    if name == "_TORCH_DTYPE_TO_STR":
+        table = globals()["_TORCH_DTYPE_TO_STR"] = _torch_dtype_to_str()
+        return table
+    raise AttributeError(f"module 'tegula.language.dtypes' has no attribute {name!r}")

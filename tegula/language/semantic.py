@@ -259,9 +259,12 @@ def cumsum(src: Any, dst: Any, dim: Any, reverse: bool, kind: str = "sum") -> Cu
 
 @tile_rule(Fill, "check")
 def fill(dst: Any, value: Any) -> Fill:
-    d = to_region(dst, "T.fill destination", like=None) if not isinstance(dst, BufferLoad) else None
-    if d is None:
-        raise KernelTypeError("T.fill: give a buffer or a slice region, not a single element")
+    if isinstance(dst, BufferLoad):  # T.fill(S[0], v): the one-element region at that index
+        if any(not i.dtype.is_int for i in dst.indices):
+            raise KernelTypeError("T.fill: the element's indices must be integers")
+        d = BufferRegion(dst.buffer, tuple((i, const(1)) for i in dst.indices))
+    else:
+        d = to_region(dst, "T.fill destination", like=None)
     return Fill(d, as_expr(value, like=d.dtype))
 
 
@@ -395,19 +398,33 @@ def check_lane_conflicts(nest: Any) -> None:
                     getattr(ld, "span", None) or st.span,
                     hint="read from one buffer and write another (or copy it to a fragment first)")
 def check_fragment_reads(e: Any) -> None:
-    """Outside ``T.Parallel``, an element of a fragment may be read only when the fragment has
-    one element: the elements of a larger one live in different threads. The same rule holds on
-    every target (the interpreter could read any element, the GPU cannot)."""
+    """Outside ``T.Parallel``, an element of a fragment is read as TileLang reads it: the
+    fragment is then held whole by every thread (CUDA layout inference gives it the replicated
+    layout: the kernel annotation ``replicated_fragments`` lists it), so any thread can read any
+    element; a fragment too large for that is a ScopeError. All targets agree."""
+    from tegula.language.builder import active
+
     def see(n: Any) -> None:
         if isinstance(n, BufferLoad) and n.buffer.scope == "local.fragment" and n.buffer.numel() != 1:
-            raise ScopeError(
-                f"fragment '{n.buffer.name}' is read element by element outside T.Parallel; its "
-                "elements are spread across the threads of the block, so single elements can only "
-                "be read inside a T.Parallel loop or through tile operations", n.span,
-                hint="read it inside `for i in T.Parallel(...)`, copy it to shared memory first, "
-                "or keep the value in a one-element fragment or T.alloc_var")
+            size = n.buffer.numel()
+            if not isinstance(size, int) or size > REPLICATED_FRAGMENT_LIMIT:
+                raise ScopeError(
+                    f"fragment '{n.buffer.name}' is read element by element outside T.Parallel, so "
+                    f"every thread would hold all of it, and its {size} elements are more than the "
+                    f"{REPLICATED_FRAGMENT_LIMIT} a thread can keep", n.span,
+                    hint="read it inside `for i in T.Parallel(...)`, copy it to shared memory first, "
+                    "or keep the value in a one-element fragment or T.alloc_var")
+            b = active()
+            if b is not None and b.kernel is not None:
+                held = b.kernel.annotations.setdefault("replicated_fragments", [])
+                if n.buffer not in held:
+                    held.append(n.buffer)
     if isinstance(e, Expr):
         post_order_visit(e, see)
+
+
+# elements a fragment read outside T.Parallel may have (each thread keeps a copy of all of them)
+REPLICATED_FRAGMENT_LIMIT = 1024
 
 
 def check_dtype(x: Any, what: str) -> dt.DType:

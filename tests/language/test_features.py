@@ -527,15 +527,56 @@ def test_guard_already_written_is_not_repeated():
 
 # -- reading fragment elements outside T.Parallel: one rule on every target -------------------
 
-def test_fragment_element_read_outside_parallel_is_an_error():
+def test_fragment_element_read_outside_parallel(target, rng):
+    """As TileLang (block_mask in block-sparse attention): a fragment read element by element
+    outside T.Parallel is held whole by every thread (replicated on CUDA), and any element reads."""
+    @T.prim_func
+    def masked(A: T.Tensor((64,), "float32"), M: T.Tensor((16,), "int8"), B: T.Tensor((64,), "float32"),
+               C: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((64,), "float32")
+            m = T.alloc_fragment((16,), "int8")
+            acc = T.alloc_fragment((64,), "float32")
+            T.copy(A, f)
+            T.copy(M, m)
+            T.fill(acc, 0)
+            for j in T.serial(16):
+                if m[j] != 0:
+                    for i in T.Parallel(64):
+                        acc[i] += f[i] * j
+            T.copy(acc, B)
+            C[0] = f[3]
+
+    k = built(masked, target, out_idx=[2, 3])
+    a = rng.standard_normal(64).astype(np.float32)
+    m = (rng.random(16) > 0.5).astype(np.int8)
+    b, c = (to_host(x) for x in k(*to_device(target, a, m)))
+    np.testing.assert_allclose(b, a.astype(np.float64) * sum(j for j in range(16) if m[j]), rtol=1e-5)
+    assert c[0] == a[3]
+
+
+def test_fragment_too_large_to_replicate_is_an_error():
     with pytest.raises(tegula.errors.ScopeError, match="fragment 'f' is read element by element") as e:
         @T.prim_func
-        def bad(A: T.Tensor((64,), "float32"), B: T.Tensor((1,), "float32")):
+        def bad(A: T.Tensor((4096,), "float32"), B: T.Tensor((1,), "float32")):
             with T.Kernel(1, threads=128):
-                f = T.alloc_fragment((64,), "float32")
+                f = T.alloc_fragment((4096,), "float32")
                 T.copy(A, f)
                 B[0] = f[3]
     assert "B[0] = f[3]" in str(e.value)
+
+
+def test_fill_of_one_element(target):
+    @T.prim_func
+    def fill_one(A: T.Tensor((8,), "int32")):
+        with T.Kernel(1, threads=32):
+            S = T.alloc_shared((8,), "int32")
+            T.fill(S, 1)
+            T.fill(S[3], 7)
+            T.copy(S, A)
+
+    k = built(fill_one, target, out_idx=[0])
+    np.testing.assert_array_equal(to_host(k()), [1, 1, 1, 7, 1, 1, 1, 1])
 
 
 def one_element_kernel(N):

@@ -235,6 +235,10 @@ def infer_layouts(kernel: Kernel) -> LayoutPlan:
         plan.wgmma = wgmma_gemms(gemms, plan.threads, kernel.annotations.get("layout_map") or {})
     for op, rule in strict:
         rule(op, plan)
+    for buf in kernel.annotations.get("replicated_fragments") or ():  # read outside T.Parallel
+        if buf.is_fragment and buf not in plan.fragments:
+            plan.assign(buf, Replicated(tuple(int(d) for d in buf.shape), plan.threads),
+                        "read element by element outside T.Parallel", buf.span)
 
     def propagate() -> None:
         changed = True

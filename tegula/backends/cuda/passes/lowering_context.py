@@ -291,6 +291,8 @@ def block_expr(ctx: Ctx, e: Expr) -> Expr:
                 lay = ctx.layout(n.buffer)
                 if lay.local_size == 1:
                     return ctx.load(n.buffer, (), 0)
+                if isinstance(lay, Replicated):  # every thread holds it: register = flat index
+                    return ctx.load(n.buffer, (), _flat(idx, n.buffer.shape))
                 raise ScopeError(f"fragment '{n.buffer.name}' is read element by element outside "
                                  "T.Parallel; its elements are spread across threads", n.span,
                                  hint="read it inside a T.Parallel loop, or copy it to shared memory first")
