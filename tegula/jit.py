@@ -309,6 +309,8 @@ class JITFunction:
     def _call(self, args: tuple, kwargs: dict) -> Any:
         if not self.eager:
             return self._lazy(args, kwargs)
+        if compiled.fake(args) or compiled.fake(kwargs.values()):  # traced outside torch.compile
+            return compiled.route(self, args, kwargs)
         kwargs, consts = self._consts_apart(kwargs)
         tensors, others = self._split(args, kwargs)
         kernel = self._eager_kernel(tensors, others, consts)

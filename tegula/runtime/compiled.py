@@ -20,3 +20,13 @@ def tracing() -> bool:
     """True while torch.compile or torch.export traces the code calling a kernel."""
     torch = sys.modules.get("torch")
     return torch is not None and torch.compiler.is_compiling()
+
+
+def fake(args: Any) -> bool:
+    """True when a tensor among ``args`` is fake (traced by AOTAutograd, ``make_fx`` or
+    ``opcheck`` outside a torch.compile session)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    is_fake = torch._subclasses.fake_tensor.is_fake
+    return any(isinstance(a, torch.Tensor) and type(a) is not torch.Tensor and is_fake(a) for a in args)

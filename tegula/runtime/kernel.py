@@ -90,6 +90,8 @@ class JITKernel:
         fast = self._fast_call(args)
         if fast is not None:
             return fast[0]
+        if compiled.fake(args):  # traced outside torch.compile (AOTAutograd of a backward, opcheck)
+            return compiled.route(self, args, {})
         if self.device != "cpu" and len(args) == len(self.inputs) \
                 and any(isinstance(a, np.ndarray) for a in args):
             return self._call_with_host_arrays(args)
@@ -109,7 +111,7 @@ class JITKernel:
     @staticmethod
     def _signature(args: tuple) -> Optional[tuple]:
         try:
-            return tuple([(a.dtype, a.shape, a.device, a.is_contiguous()) for a in args])
+            return tuple([(a.dtype, a.shape, a.device, a.is_contiguous(), type(a)) for a in args])
         except AttributeError:
             return None
 
@@ -128,7 +130,10 @@ class JITKernel:
         device and contiguity match an earlier, validated call; None otherwise."""
         if not self._plans or len(args) != len(self.inputs):
             return None
-        outs = self._plans.get(self._signature(args))
+        try:
+            outs = self._plans.get(self._signature(args))
+        except TypeError:  # symbolic sizes (a trace): not a call seen before
+            return None
         if outs is None:
             return None
         import torch

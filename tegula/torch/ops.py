@@ -8,6 +8,7 @@ arguments (:func:`eager_spec`); :func:`define` turns one into an op.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import itertools
@@ -21,7 +22,8 @@ from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
 from tegula.ir.stmt import PrimFunc
 from tegula.jit import JITFunction, _freeze
-from tegula.language.prim_func import trace_eager
+from tegula.language.parser import Source
+from tegula.language.prim_func import _shape_hints, trace_eager
 from tegula.runtime import args as A
 from tegula.runtime.kernel import JITKernel
 
@@ -155,7 +157,7 @@ def _default_text(v: Any) -> Optional[str]:
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, int):
-        return "SymInt"
+        return "int"
     if isinstance(v, float):
         return "float"
     return None
@@ -200,8 +202,11 @@ def eager_spec(fn: JITFunction, fixed: dict, consts: dict, listed: bool, keyword
         info = {n: (tuple(_hint(s) for s in t.shape), str(t.dtype)) for n, t in tensors.items()}
         at_hints = trace_eager(fn.func, others, info, consts)
         key = (_freeze(others), tuple((n, i[1], len(i[0])) for n, i in info.items()))
+        dynamic = tuple((n, k) for n, t in tensors.items() for k, d in enumerate(t.shape)
+                        if not isinstance(d, int))
+        key = key + (dynamic,)
         if key not in symbolic:
-            symbolic[key] = _symbolic_trace(fn, others, info, consts, at_hints.const_names)
+            symbolic[key] = _symbolic_trace(fn, others, info, consts, at_hints, set(dynamic))
         # shapes the body computes from sizes it branches on: as at the sizes' hints
         return symbolic[key] or at_hints
 
@@ -216,26 +221,55 @@ def eager_spec(fn: JITFunction, fixed: dict, consts: dict, listed: bool, keyword
         returns = _returns(0, listed=True)
         mutated = frozenset()
     else:
-        try:
-            tr = trace_eager(fn.func, {**others_default, **fixed}, {n: None for n in names}, consts)
-        except TegulaError as e:
-            raise ArgumentError(f"tegula.torch.op: cannot trace '{fn.func.__name__}' without tensors to "
-                                f"count its outputs: {e.message if hasattr(e, 'message') else e}",
-                                hint="declare the tensors with T.const shape symbols "
-                                     "(`M, N = T.const('M, N')`), or register fn.compile(M=...)") from None
+        tr = _count_trace(fn, {**others_default, **fixed}, names, consts)
         returns = _returns(len(tr.out_idx))
         mutated = frozenset(A.written_params(tr.func) & set(names))
     return Spec(args, returns, run, fake, mutated)
 
 
-def _symbolic_trace(fn: JITFunction, others: dict, info: dict, consts: dict, const_names: Sequence[str]) -> Any:
-    """The eager body traced with its ``T.const`` shape symbols left symbolic (Vars), so output
-    shapes are expressions of the input sizes; None when the body needs their values."""
-    syms = {n: E.Var(n, dt.int32) for n in const_names if n not in consts}
+def _symbolic_trace(fn: JITFunction, others: dict, info: dict, consts: dict, at_hints: Any,
+                    dynamic: set) -> Any:
+    """The eager body traced with the ``T.const`` shape symbols read off dynamic dimensions
+    (``dynamic``: (tensor, axis) pairs) left symbolic, the others at their values in
+    ``at_hints``, so output shapes are expressions of the dynamic sizes; None when the body needs
+    a dynamic size's value (host arithmetic, a branch on it)."""
+    marks = {n: (tuple(1_000_003 + 64 * j + k for k in range(len(i[0]))), i[1])
+             for j, (n, i) in enumerate(info.items())}
+    where = {m: (n, k) for n, i in marks.items() for k, m in enumerate(i[0])}
+    read = _shape_hints(Source.of(fn.func).tree, marks)   # symbol -> the dimension it is read from
+    values = dict(at_hints.consts)
+    for sym, m in read.items():
+        if where.get(m) in dynamic and sym not in consts:
+            values[sym] = E.Var(sym, dt.int32)
     try:
-        return trace_eager(fn.func, others, {n: None for n in info}, {**consts, **syms})
+        return trace_eager(fn.func, others, {n: None for n in info}, values)
     except (TegulaError, TypeError, ValueError):
         return None
+
+
+def _count_trace(fn: JITFunction, others: dict, names: list, consts: dict) -> Any:
+    """A trace of an eager body without tensors, for its number of outputs and the inputs it
+    writes: its ``T.const`` symbols symbolic, else (tiles sized by them) all at 128."""
+    syms = [n for n in _const_names(fn) if n not in consts]
+    err = None
+    for values in ({n: E.Var(n, dt.int32) for n in syms}, {n: 128 for n in syms}):
+        try:
+            return trace_eager(fn.func, others, {n: None for n in names}, {**values, **consts})
+        except TegulaError as e:
+            err = err or e
+    raise ArgumentError(f"tegula.torch.op: cannot trace '{fn.func.__name__}' without tensors to count "
+                        f"its outputs: {err}", hint="declare the tensors with T.const shape symbols "
+                        "(`M, N = T.const('M, N')`), or register fn.compile(M=...)")
+
+
+def _const_names(fn: JITFunction) -> list:
+    """The names an eager body declares with ``T.const("M, N")``."""
+    out = []
+    for node in ast.walk(Source.of(fn.func).tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "const" and node.args \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            out += [n.strip() for n in node.args[0].value.replace(",", " ").split()]
+    return out
 
 
 def _hint(s: Any) -> int:
