@@ -11,9 +11,9 @@ def _torch_dtype_to_str() -> dict:
     """``{torch.float16: "float16", ...}`` for every dtype tegula and torch share (TileLang's
     ``tilelang.language.dtypes._TORCH_DTYPE_TO_STR``, which host code uses to name a tensor's
     dtype); empty without torch."""
-    try:
-        import torch
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
         return {}
     out = {}
     for d in ALL_DTYPES:
