@@ -176,7 +176,8 @@ def _check_select(dst: tuple, srcs: list, attrs: dict) -> dict:
     if srcs[1] is None:
         raise VecOpError("the first value operand must be a UB tile")
     if (srcs[2] is None) != (mode == "VSEL_TENSOR_SCALAR_MODE"):
-        raise VecOpError(f"{mode} takes a {'scalar' if srcs[2] is None else 'tile'} second operand",
+        raise VecOpError(f"{mode} takes a {'scalar' if mode == 'VSEL_TENSOR_SCALAR_MODE' else 'tile'} "
+                         "second operand",
                          hint="VSEL_TENSOR_SCALAR_MODE selects between a tile and a scalar")
     return {"mode": mode}
 
@@ -200,7 +201,7 @@ def _gather(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
 def _vec_index(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
     first = srcs[0]
     step = srcs[1] if len(srcs) > 1 else 1
-    n = dst.size if len(srcs) < 3 else int(srcs[2])
+    n = min(dst.size, int(attrs.get("count") or dst.size))
     out = dst.copy().reshape(-1)
     out[:n] = (np.asarray(first, np.float64) + np.arange(n) * np.asarray(step, np.float64)).astype(dst.dtype)
     return out.reshape(dst.shape)
@@ -366,7 +367,7 @@ _ROWS = [
          {"pto": {"s": "TCI({d}, {0});"}, "ascendc": {"s": "CreateVecIndex({d}, ({T})({0}), {n});"}},
          raw=True, check=_check_any),
     _row("arith_progression", "first, diff, count", _vec_index,
-         {"ascendc": {"sss": "ArithProgression<{T}>({d}, ({T})({0}), ({T})({1}), {2});"}},
+         {"ascendc": {"ss": "ArithProgression<{T}>({d}, ({T})({0}), ({T})({1}), {n});"}},
          raw=True, check=_check_any, pipe="V"),
     _row("transpose", "src", _transpose,
          {"pto": {"t": "TTRANS({d}, {0});"}, "ascendc": {"t": "Transpose({d}, {0});"}},
