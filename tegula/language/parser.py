@@ -18,6 +18,7 @@ import functools
 import importlib
 import inspect
 import operator
+import os
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -752,10 +753,32 @@ def _signature(func: Any) -> str:
 
 
 def _wrap(e: Exception, span: Span) -> TegulaError:
-    """A Python exception raised by the user's host code, as a tegula error at their line."""
+    """A Python exception raised by the user's host code, as a tegula error at their line; when it
+    came from inside helper functions that line calls, their lines are listed too."""
     if isinstance(e, TegulaError):
         return e.with_span(span)
-    return KernelTypeError(f"{type(e).__name__}: {e}", span)
+    return KernelTypeError(f"{type(e).__name__}: {e}" + helper_frames(e, span), span)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def helper_frames(e: BaseException, span: "Span | None") -> str:
+    """The user's frames ``e`` passed through below the kernel line ``span`` (helper functions the
+    kernel calls), outermost first, as ``"\n  in NAME, FILE:LINE: SOURCE"`` lines; "" when none."""
+    import linecache
+    import traceback
+
+    lines = []
+    for fs in traceback.extract_tb(e.__traceback__):
+        path = os.path.abspath(fs.filename)
+        if path.startswith(_PACKAGE_DIR + os.sep) or fs.filename.startswith("<"):
+            continue   # tegula's own frames, and code the parser compiled
+        if span is not None and fs.lineno == span.line and path == os.path.abspath(span.file or ""):
+            continue   # the kernel line itself, shown below
+        text = (fs.line or linecache.getline(fs.filename, fs.lineno or 0)).strip()
+        lines.append(f"\n  in {fs.name}, {os.path.basename(fs.filename)}:{fs.lineno}: {text}")
+    return "".join(lines)
 
 
 def run_body(parser: Parser, body: list[ast.stmt]) -> Any:
