@@ -9,6 +9,12 @@ under the same names. Nothing is registered under ``tilelang`` until the alias i
 TileLang programs also say ``import tvm`` / ``from tvm import DataType`` once ``tilelang`` is
 imported (TileLang ships a TVM). While tegula stands in for ``tilelang`` and no real ``tvm`` is
 installed, ``tvm`` resolves to tegula's small compatibility namespace :mod:`tegula.compat.tvm`.
+
+Importing a submodule never changes what its package exports. Python binds a freshly imported
+submodule as an attribute of its parent, so ``from tilelang.jit import JITKernel`` would rebind
+``tilelang.jit`` from the decorator to the module ``tegula.jit``. Every package the alias loads
+from (``tilelang``, ``tilelang.language``, ...) keeps its exported non-module names
+(:func:`keep_exports`); the submodule is still importable by its path.
 """
 from __future__ import annotations
 
@@ -22,6 +28,25 @@ from typing import Optional, Sequence
 
 ALIAS = "tilelang"
 TVM = "tvm"
+
+
+class _KeepsExports(ModuleType):
+    """A package whose exported names (functions, classes, values) an import of a submodule of
+    the same name does not replace; the submodule stays in ``sys.modules`` under its path."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if isinstance(value, ModuleType) and name in self.__dict__ \
+                and not isinstance(self.__dict__[name], ModuleType):
+            return  # the import system binding submodule `name` over the package's own `name`
+        super().__setattr__(name, value)
+
+
+def keep_exports(module: Optional[ModuleType]) -> None:
+    """Make ``module`` (a package) keep its exported names when one of its submodules of the
+    same name is imported (``tilelang.jit`` stays the decorator after ``import tilelang.jit``).
+    Modules of another class than ``ModuleType`` are left alone."""
+    if module is not None and type(module) is ModuleType and hasattr(module, "__path__"):
+        module.__class__ = _KeepsExports
 
 
 class _Renamed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -41,6 +66,8 @@ class _Renamed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         except ModuleNotFoundError:
             return None
         self._modules[name] = module
+        keep_exports(sys.modules.get(name.rpartition(".")[0]))  # the parent this import binds into
+        keep_exports(module)
         return importlib.util.spec_from_loader(name, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
@@ -98,6 +125,7 @@ def alias_tilelang() -> ModuleType:
     if not any(isinstance(f, _Renamed) and f.alias == ALIAS for f in sys.meta_path):
         sys.meta_path.insert(0, _Renamed(ALIAS, "tegula"))
     install_tvm_fallback()
+    keep_exports(tegula)
     sys.modules[ALIAS] = tegula
     return tegula
 

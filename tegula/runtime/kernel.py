@@ -1,11 +1,12 @@
 """``JITKernel``: a kernel built for one target, callable with tensors."""
 from __future__ import annotations
 
+import os
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from tegula.errors import ConfigError
+from tegula.errors import ArgumentError, ConfigError
 from tegula.ir.buffer import Buffer
 from tegula.ir.stmt import PrimFunc
 from tegula.runtime import args as A
@@ -171,9 +172,60 @@ class JITKernel:
             return tuple(A.to_host_array(o) for o in out)
         return A.to_host_array(out)
 
-    def get_kernel_source(self) -> str:
-        """The code this kernel runs: printed IR on the CPU, CUDA C++ on a GPU."""
+    def get_kernel_source(self, kernel_only: bool = True) -> str:
+        """The code this kernel runs: printed IR on the CPU, CUDA C++ on a GPU (``kernel_only``
+        is TileLang's and changes nothing: tegula's host side is Python)."""
         return self.artifact.source
+
+    def get_host_source(self) -> str:
+        """What the host does to run the kernel: one comment line per launch (grid, block,
+        dynamic shared memory) on a GPU target; empty on the host targets, which launch nothing."""
+        kernels = getattr(self.artifact, "metadata", {}).get("kernels", [])
+        return "".join(f"// launch {k['name']}<<<({', '.join(k['grid'])}), {tuple(k['block'])}, "
+                       f"{k['dynamic_smem_bytes']}>>>\n" for k in kernels)
+
+    @property
+    def kernel_source(self) -> str:
+        """:meth:`get_kernel_source` as a property, as TileLang has it."""
+        return self.get_kernel_source()
+
+    @property
+    def host_source(self) -> str:
+        """:meth:`get_host_source` as a property, as TileLang has it."""
+        return self.get_host_source()
+
+    def _sources(self, which: str) -> str:
+        table = {"kernel": self.get_kernel_source, "host": self.get_host_source,
+                 "both": lambda: (f"===== Kernel Source =====\n{self.get_kernel_source()}\n"
+                                  f"===== Host Source =====\n{self.get_host_source()}")}
+        if which not in table:
+            raise ArgumentError(f"which={which!r}: expected one of {', '.join(map(repr, table))}")
+        return table[which]()
+
+    def show_source(self, which: str = "kernel") -> None:
+        """Print the kernel's source (``which="kernel"``), the host's (``"host"``) or both."""
+        print(self._sources(which))
+
+    def export_sources(self, kernel_path: Optional[str] = None, host_path: Optional[str] = None) -> None:
+        """Write the kernel source to ``kernel_path`` and the host source to ``host_path`` (either
+        may be None, not both); folders are created."""
+        if kernel_path is None and host_path is None:
+            raise ArgumentError("export_sources: give kernel_path, host_path or both")
+        for path, which in ((kernel_path, "kernel"), (host_path, "host")):
+            if path is not None:
+                folder = os.path.dirname(path)
+                if folder:
+                    os.makedirs(folder, exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(self._sources(which))
+
+    def print_source_code(self, which: str = "kernel", file: Optional[str] = None) -> None:
+        """TileLang's older name: :meth:`show_source`, or with ``file`` :meth:`export_sources`
+        of the kernel source to that file."""
+        if file is not None:
+            self.export_sources(kernel_path=file)
+        else:
+            self.show_source(which)
 
     def get_profiler(self, tensor_supply_type: Any = None, dynamic: Optional[dict] = None) -> Any:
         from tegula.runtime.profiler import Profiler

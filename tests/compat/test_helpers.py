@@ -43,10 +43,12 @@ def test_kernel_params_and_tensor_supply(rng):
     k = tegula.compile(add_one(T.dynamic("m"), dtype="float16"), out_idx=[-1], target="cpu")
     params = k.params
     assert all(isinstance(p, KernelParam) for p in params)
-    assert params[0].name == "A" and params[0].dtype is torch.float16 and params[0].is_dynamic()
+    assert params[0].name == "A" and params[0].dtype == "float16" and params[0].is_dynamic()
+    assert params[0].torch_dtype() is torch.float16 and params[0].dtype == T.float16
     k2 = tegula.compile(add_one(128), out_idx=[-1], target="cpu")
     p = k2.params[0]
-    assert p.shape == [128] and p.dtype is torch.float32 and not p.is_scalar()
+    assert p.shape == [128] and p.dtype == "float32" and p.torch_dtype() is torch.float32 and not p.is_scalar()
+    assert not p.is_unsigned() and not p.is_float4() and p.tilelang_dtype() is T.float32
     for supply in (tegula.TensorSupplyType.Integer, tegula.TensorSupplyType.Normal,
                    tegula.TensorSupplyType.One):
         x = get_tensor_supply(supply)(p)
