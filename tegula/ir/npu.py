@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from tegula.ir.buffer import BufferRegion
+from tegula.ir.effects import Effects
 from tegula.ir.expr import Expr, Var
 from tegula.ir.stmt import Kernel, Stmt, TileOp
 from tegula.ir.tile_rules import tile_rule
@@ -143,6 +144,23 @@ class WaitCrossFlag(Stmt):
 
 
 SYNC_NODES = (SetFlag, WaitFlag, PipeBarrier, BarrierAll, SetCrossFlag, WaitCrossFlag)
+
+
+# what the NPU ops read and write (tegula.ir.effects: one query for every pass that orders memory)
+@tile_rule(Mma, "effects")
+def _mma_effects(n: Mma) -> Effects:
+    acc = () if n.init is True else (n.C,)
+    return Effects(reads=(n.A, n.B) + acc, writes=(n.C,), unit="M")
+
+
+# vector ops that also read their destination
+VEC_READS_DST = ("axpy",)
+
+
+@tile_rule(VecOp, "effects")
+def _vec_effects(n: VecOp) -> Effects:
+    srcs = tuple(x for x in n.srcs if isinstance(x, BufferRegion))
+    return Effects(reads=srcs + ((n.dst,) if n.op in VEC_READS_DST else ()), writes=(n.dst,), unit="V")
 
 
 def _register_printers() -> None:

@@ -15,6 +15,8 @@ aspect         registered in                               rule
 ``cuda``       ``backends/cuda/passes/lower_*.py``         ``(ctx, node) -> Stmt``: per-thread code
 ``cuda.lane``  ``backends/cuda/passes/lower_*.py``         the same, inside a ``T.Parallel`` body
 ``npu``        ``backends/npu/``                           the NPU lowering (a slot for now)
+``effects``    ``ir/effects.py``, ``ir/npu.py``            ``node -> Effects``: what it reads and
+                                                           writes, its unit, async or atomic
 ``npu.*``      ``backends/npu/``                           added by the NPU backend (:func:`add_aspect`):
                                                            ``npu.emu`` the emulator's instruction,
                                                            ``npu.cost`` its cost, ``npu.pto`` /
@@ -37,7 +39,7 @@ from typing import Any, Callable, Optional
 
 from tegula.errors import MissingRuleError
 
-ASPECTS = ["check", "print", "cpu", "layout", "layout.strict", "cuda", "cuda.lane", "npu"]
+ASPECTS = ["check", "print", "cpu", "layout", "layout.strict", "cuda", "cuda.lane", "npu", "effects"]
 # the aspects that are a target's way of running an op, and the target each names in errors
 TARGET_OF = {"cpu": "cpu", "cuda": "cuda", "cuda.lane": "cuda", "npu": "npu"}
 

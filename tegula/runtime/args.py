@@ -14,6 +14,7 @@ import numpy as np
 from tegula.errors import ArgumentError
 from tegula.ir import dtype as dt
 from tegula.ir.buffer import Buffer
+from tegula.ir.effects import effects
 from tegula.ir.evaluate import evaluate
 from tegula.ir.visitor import collect_vars
 from tegula.ir.expr import Var
@@ -110,8 +111,8 @@ def written_params(func: PrimFunc) -> frozenset:
     def visit(n: Any) -> None:
         if isinstance(n, S.BufferStore):
             targets = [n.buffer]
-        elif isinstance(n, S.TileOp):
-            targets = [getattr(r, "buffer", None) for r in (getattr(n, "dst", None), getattr(n, "C", None))]
+        elif isinstance(n, S.TileOp):   # its declared writes (ir/effects.py)
+            targets = effects(n).written_buffers
         else:
             return
         names.update(params[id(b)] for b in targets if id(b) in params)

@@ -51,8 +51,9 @@ from tegula.errors import InternalError, ScopeError, TegulaError, UnsupportedErr
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import BufferLoad, Var
+from tegula.ir.effects import effects
 from tegula.ir.stmt import (Atomic, BufferStore, Copy, CumSum, Evaluate, Fill, For, Gemm,
-                            IfThenElse, Kernel, LetStmt, Print, Reduce, SeqStmt, Stmt, While)
+                            IfThenElse, Kernel, LetStmt, Print, Reduce, SeqStmt, Stmt, TileOp, While)
 from tegula.ir.visitor import Mutator, post_order_visit
 from tegula.backends.closure import MASK, compile_stmt, np_scalar, poison
 from tegula.backends.interp.context import dim_value
@@ -112,36 +113,25 @@ def refusal(k: Kernel) -> Optional[str]:
     def visit(n: Any) -> None:
         if isinstance(n, Stmt) and not isinstance(n, _KNOWN):
             why.append(f"it holds a {type(n).__name__}")
-        elif isinstance(n, Atomic):
-            if not n.dst.buffer.is_global:
-                why.append(f"it makes atomics into '{n.dst.buffer.name}', not global memory")
-            kinds.setdefault(n.dst.buffer, set()).add(n.kind)
-            if isinstance(n.value, BufferRegion):
-                region_read(n.value)
         elif isinstance(n, Print):
             why.append("it prints")
+        elif isinstance(n, TileOp):   # what it reads and writes: its declaration (ir/effects.py)
+            eff = effects(n)
+            for r in eff.reads:
+                region_read(r)
+            for r in eff.writes:
+                if not eff.atomic:
+                    region_write(r)
+                elif not r.buffer.is_global:
+                    why.append(f"it makes atomics into '{r.buffer.name}', not global memory")
+                else:
+                    kinds.setdefault(r.buffer, set()).add(n.kind)
         elif isinstance(n, LetStmt) and getattr(n.var, "buffer", None) is not None:
             why.append("it binds a T.make_tensor")
         elif isinstance(n, BufferLoad) and n.buffer.is_global:
             reads.add(n.buffer)
         elif isinstance(n, BufferStore) and n.buffer.is_global:
             writes.add(n.buffer)
-        elif isinstance(n, Copy):
-            region_read(n.src)
-            region_write(n.dst)
-        elif isinstance(n, Gemm):
-            region_read(n.A)
-            region_read(n.B)
-            region_write(n.C)
-            if not n.clear_accum:
-                region_read(n.C)
-        elif isinstance(n, (Reduce, CumSum)):
-            region_read(n.src)
-            region_write(n.dst)
-            if isinstance(n, Reduce) and not n.clear:
-                region_read(n.dst)
-        elif isinstance(n, Fill):
-            region_write(n.dst)
         elif isinstance(n, For) and n.kind == "parallel":
             def var_store(m: Any) -> None:
                 if isinstance(m, BufferStore) and m.buffer.is_var:

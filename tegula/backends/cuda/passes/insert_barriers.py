@@ -25,18 +25,13 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from tegula.ir import dtype as dt
+from tegula.ir.effects import builtin_effects, pointed_buffer
 from tegula.ir.expr import Builtin, BufferLoad, Const, Var, const
 from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, While, seq)
 from tegula.ir.visitor import Mutator, Visitor, uses_var
 from tegula.backends.cuda.passes.disjoint_stores import iterations_disjoint
 
-_READ_ARGS = {"tl::ldmatrix": (1,), "tl::copy_vec": (1,), "tl::cp_async_zfill": (1,), "tl::wgmma_desc": (0,),
-              "tl::tma_store": (1,)}
-_WRITE_ARGS = {"tl::ldmatrix": (0,), "tl::copy_vec": (0,), "tl::cp_async_zfill": (0,)}
-# what the threads' barriers need not order: mbarrier calls (synchronization themselves) and TMA
-# loads (the copy engine's, ordered by their mbarrier); shared-memory liveness still sees them
-_ORDERED_ELSEWHERE = ("tl::tma_load", "tl::tma_load_multicast")
 
 
 def _is_sync(s: Stmt, name: str = "sync_threads", bar_id: Optional[int] = None) -> bool:
@@ -75,22 +70,20 @@ class _Access(Visitor):
         self.generic_visit(n)
 
     def visit_Builtin(self, n: Builtin) -> None:
-        if self.ordering and (n.name.startswith("tl::mbarrier_") or n.name in _ORDERED_ELSEWHERE):
+        # what the threads' barriers need not order: mbarrier calls (synchronization themselves)
+        # and TMA loads (the copy engine's, ordered by their mbarrier); liveness still sees them
+        decl = builtin_effects(n.name)
+        if self.ordering and decl.mbarrier_ordered:
             return
         for pos, a in enumerate(n.args):
-            if isinstance(a, Builtin) and a.name == "address_of" and isinstance(a.args[0], BufferLoad):
-                buf = a.args[0].buffer
-                if buf.is_shared:
-                    r, w = _READ_ARGS.get(n.name), _WRITE_ARGS.get(n.name)
-                    if r is None and w is None:
-                        self.reads.add(buf)
-                        self.writes.add(buf)
-                    else:
-                        if pos in (r or ()):
-                            self.reads.add(buf)
-                        if pos in (w or ()):
-                            self.writes.add(buf)
-                for i in a.args[0].indices:
+            load = pointed_buffer(a)
+            if load is not None:
+                if load.buffer.is_shared:
+                    if decl.reads_arg(pos):
+                        self.reads.add(load.buffer)
+                    if decl.writes_arg(pos):
+                        self.writes.add(load.buffer)
+                for i in load.indices:
                     self.visit(i)
                 continue
             self.visit(a)

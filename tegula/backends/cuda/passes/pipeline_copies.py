@@ -29,6 +29,7 @@ from typing import Any, Optional
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
+from tegula.ir.effects import effects
 from tegula.ir.expr import Builtin, BufferLoad, Var
 from tegula.ir.stmt import (AttrStmt, BufferStore, Copy, LetStmt, Evaluate, For, IfThenElse, Kernel, PrimFunc, SeqStmt,
                             Stmt, seq)
@@ -67,7 +68,8 @@ def _defined_in(body: Stmt) -> set:
     return out
 
 
-def _written_buffers(s: Any) -> list:
+def written_buffers(s: Any) -> list:
+    """The buffers ``s`` stores to or a tile op in it writes (as its effects declare), in order."""
     out: list = []
 
     class V(Visitor):
@@ -76,17 +78,15 @@ def _written_buffers(s: Any) -> list:
             v.generic_visit(n)
 
         def visit_TileOp(v, n: Any) -> None:
-            for f in ("dst", "C"):
-                r = getattr(n, f, None)
-                if isinstance(r, BufferRegion):
-                    out.append(r.buffer)
+            out.extend(effects(n).written_buffers)   # its declared writes (ir/effects.py)
             v.generic_visit(n)
 
     V().visit(s)
     return out
 
 
-def _used_buffers(s: Any) -> set:
+def used_buffers(s: Any) -> set:
+    """Every buffer ``s`` mentions."""
     out: set = set()
 
     class V(Visitor):
@@ -149,8 +149,8 @@ def split_producers(loop: For, others: list[Stmt]) -> Optional[tuple[list[Copy],
     if not producers:
         return None
     tiles = [p.dst.buffer for p in producers]
-    written_elsewhere = set(_written_buffers(seq(*consumers)))
-    used_after = _used_buffers(seq(*others)) if others else set()
+    written_elsewhere = set(written_buffers(seq(*consumers)))
+    used_after = used_buffers(seq(*others)) if others else set()
     if len(set(tiles)) != len(tiles) or any(t in written_elsewhere or t in used_after for t in tiles):
         return None
     return producers, consumers

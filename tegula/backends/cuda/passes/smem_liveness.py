@@ -23,13 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from tegula.ir.expr import Builtin, BufferLoad
+from tegula.ir.effects import builtin_effects, pointed_buffer
+from tegula.ir.expr import Builtin
 from tegula.ir.stmt import AttrStmt, For, IfThenElse, Kernel, SeqStmt, Stmt, While
 from tegula.ir.visitor import Visitor
 from tegula.backends.cuda.passes.insert_barriers import _is_sync, accesses
 
-# builtins whose shared-memory operand is written after the statement that issues them
-ASYNC_WRITES = ("tl::cp_async_zfill", "tl::tma_load", "tl::tma_load_multicast")
 
 
 @dataclass
@@ -165,11 +164,12 @@ def _async_targets(s: Any) -> set:
 
     class V(Visitor):
         def visit_Builtin(self, n: Builtin) -> None:
-            if n.name in ASYNC_WRITES:
+            # builtins whose shared-memory operands are written after the statement issuing them
+            if builtin_effects(n.name).is_async:
                 for a in n.args:
-                    if isinstance(a, Builtin) and a.name == "address_of" and isinstance(a.args[0], BufferLoad) \
-                            and a.args[0].buffer.is_shared:
-                        out.add(a.args[0].buffer)
+                    load = pointed_buffer(a)
+                    if load is not None and load.buffer.is_shared:
+                        out.add(load.buffer)
             self.generic_visit(n)
 
     V().visit(s)

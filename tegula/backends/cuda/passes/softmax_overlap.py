@@ -48,7 +48,7 @@ from tegula.ir.expr import Var
 from tegula.ir.stmt import AttrStmt, Copy, For, Gemm, IfThenElse, Kernel, LetStmt, Stmt, seq
 from tegula.ir.visitor import substitute
 from tegula.backends.cuda.passes.check_resources import smem_limit
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, _written_buffers, let_values,
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, used_buffers, written_buffers, let_values,
                                                          serial_annotations, staged_tiles)
 
 # registers per thread that the fragments live across the overlap (G1's result, G2's accumulator
@@ -71,8 +71,8 @@ def _elems(r: Any) -> int:
 
 def _conflicts(s: Stmt, g: Gemm) -> bool:
     """``s`` and ``g`` touch a buffer one of them writes."""
-    gw, gu = set(_written_buffers(g)), _used_buffers(g)
-    return bool(set(_written_buffers(s)) & gu) or bool(_used_buffers(s) & gw)
+    gw, gu = set(written_buffers(g)), used_buffers(g)
+    return bool(set(written_buffers(s)) & gu) or bool(used_buffers(s) & gw)
 
 
 def attention_parts(consumers: list[Stmt], producers: list[Copy]) -> Optional[tuple]:
@@ -93,8 +93,8 @@ def attention_parts(consumers: list[Stmt], producers: list[Copy]) -> Optional[tu
     l1, l2 = mid[:cut], mid[cut:]
     if not l1:
         return None
-    early_uses = _used_buffers(seq(*lets, g1, *mid))
-    g2_uses = _used_buffers(g2)
+    early_uses = used_buffers(seq(*lets, g1, *mid))
+    g2_uses = used_buffers(g2)
     early = [p for p in producers if p.dst.buffer in early_uses]
     late = [p for p in producers if p.dst.buffer not in early_uses]
     if any(p.dst.buffer in g2_uses for p in early) or not early:
@@ -265,7 +265,7 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
     # shared operands (the copy engine fills the stages, and iteration 0's fence covered the rest);
     # G2 needs no wgmma.fence of its own when G1's, just before, follows the last access of its
     # registers (nothing of L2 deferred)
-    written = set(_written_buffers(seq(*lets, *l1, *l2)))
+    written = set(written_buffers(seq(*lets, *l1, *l2)))
 
     def in_flight(g: Stmt, *also: str) -> Stmt:
         """``g`` committed and left in flight, without the fences ``also`` and, where no generic
@@ -276,7 +276,7 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
 
     g2_prev = second(it - 1)
     # what the softmax computes must stay before the wait for G2 (ptxas would hoist it)
-    l1_frags = tuple(dict.fromkeys(b for b in _written_buffers(seq(*l1)) if b.is_fragment))
+    l1_frags = tuple(dict.fromkeys(b for b in written_buffers(seq(*l1)) if b.is_fragment))
     # warp-specialized: no block barrier and no loads here (the producer's), the stages freed as
     # the wgmma reading them retire: K's after G1 of this block, V's after G2 of the previous
     top = [wait(full_e, it)] + ([] if rings is not None else [sync, issue_ahead(it)])

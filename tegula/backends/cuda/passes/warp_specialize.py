@@ -79,7 +79,7 @@ from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, _used_buffers, _written_buffers, let_values,
+from tegula.backends.cuda.passes.pipeline_copies import (_Restage, used_buffers, written_buffers, let_values,
                                                          pipeline_parts,
                                                          restaged_annotations, serial_annotations, staged_tiles)
 from tegula.backends.cuda.passes.persistent_tiles import as_persistent, check_option, persistent_blocks, tile_loop
@@ -173,7 +173,7 @@ def _promoting_loop(consumers: list) -> bool:
     n = next((i for i, c in enumerate(work) if not isinstance(c, Gemm)), len(work))
     gemms, rest = work[:n], work[n:]
     return (bool(gemms) and bool(rest) and all(g.A.buffer.is_shared and g.B.buffer.is_shared for g in gemms)
-            and not any(isinstance(c, Gemm) or any(b.is_shared for b in _used_buffers(c)) for c in rest))
+            and not any(isinstance(c, Gemm) or any(b.is_shared for b in used_buffers(c)) for c in rest))
 
 
 def _max_elems(consumers: list) -> int:
@@ -213,7 +213,7 @@ def _prologue_copies(before: list, rest: list, pinned: Any) -> list[Copy]:
     out = []
     for s in before:
         if isinstance(s, Copy) and s.dst.buffer.is_shared and s.dst.buffer not in pinned and tma_copy_ok(s):
-            if not any(t is not s and s.dst.buffer in set(_written_buffers(t)) for t in before + rest):
+            if not any(t is not s and s.dst.buffer in set(written_buffers(t)) for t in before + rest):
                 out.append(s)
     return out
 
@@ -353,7 +353,7 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
                       span=c.span) for c in prologue]
         produce = seq(*loads, call_stmt("tl::mbarrier_arrive", barrier_addr(pbar, zero)), produce)
         tiles = {c.dst.buffer for c in prologue}
-        at = next((i for i, s in enumerate(consume) if _used_buffers(s) & tiles), len(consume))
+        at = next((i for i, s in enumerate(consume) if used_buffers(s) & tiles), len(consume))
         consume = [*consume[:at], call_stmt("tl::mbarrier_wait", barrier_addr(pbar, zero), 0), *consume[at:]]
         bars, inits = (*bars, pbar), [*inits, (pbar, zero, WARPGROUP)]
 
