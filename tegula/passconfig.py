@@ -102,6 +102,8 @@ class PassConfigKey(str, enum.Enum):
     # tegula's own
     TEGULA_DISABLE_BARRIER_INSERTION = "tegula.disable_barrier_insertion"
     TEGULA_EMU_RACES_AS_WARNINGS = "tegula.emu_races_as_warnings"
+    # watch it break: every barrier tegula places dropped (CUDA), no flags placed (Ascend)
+    TEGULA_DROP_BARRIERS = "tegula.drop_barriers"
     # the seed of the Ascend emulator's adversarial pipe order
     TEGULA_NPU_EMU_SEED = "tegula.npu_emu_seed"
     # NPU AutoSchedule's solver: "auto" (z3 when installed), "z3" or "list"
@@ -195,6 +197,9 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TEGULA_WS_TMA_PROLOGUE: "CUDA sm_90a: WarpSpecialize's producer loads the tiles copied before the loop (attention's Q) by TMA",
     K.TEGULA_WS_PINGPONG: "CUDA sm_90a: attention's consumer warpgroups issue their gemms in turn on named barriers (ping-pong)",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
+    K.TEGULA_DROP_BARRIERS: "CUDA: DropBarriers removes every __syncthreads, bar.sync and mbarrier wait of the "
+                            "lowered kernel; Ascend: no InsertSync (no flags or pipe barriers placed). The "
+                            "emulators then report the races (docs/language.md, 'Watch it break')",
     K.TEGULA_MIN_BLOCKS_PER_SM: "CUDA: the second __launch_bounds__ value",
     K.TL_ASCEND_AUTO_SYNC: "Ascend: insert the flags between pipes automatically",
     K.TL_ASCEND_MEMORY_PLANNING: "Ascend: tegula always plans NPU memory (PlanNpuMemory: offsets, "

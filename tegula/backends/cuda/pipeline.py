@@ -16,6 +16,7 @@ from tegula.target import Target
 from tegula.transform.pipeline import PassSpec, Pipeline, check_pipeline
 from tegula.transform.specialize_masks import specialize_masks
 from tegula.backends.cuda.passes.check_resources import check_resources
+from tegula.backends.cuda.passes.drop_barriers import drop_barriers
 from tegula.backends.cuda.passes.insert_barriers import insert_barriers
 from tegula.backends.cuda.passes.layout_inference import infer_layouts_pass
 from tegula.backends.cuda.passes.lower_tile_ops import lower_tile_ops
@@ -88,6 +89,9 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
              config_options=(("no_reuse", PassConfigKey.TL_DISABLE_SHARED_MEMORY_REUSE),
                              ("no_barriers", PassConfigKey.TEGULA_DISABLE_BARRIER_INSERTION))),
     # a user error naming every buffer otherwise
+    PassSpec("DropBarriers", drop_barriers,
+             "tegula.drop_barriers: every barrier and mbarrier wait removed, to watch cuda-emu report the races",
+             only_if=PassConfigKey.TEGULA_DROP_BARRIERS),
     PassSpec("CheckResources", check_resources,
              "shared memory and threads per block within the arch's limits",
              target_options=("arch", "interpret")),

@@ -70,7 +70,7 @@ NPU_PASSES: tuple[PassSpec, ...] = (
              target_options=("arch",)),
     PassSpec("InsertSync", insert_sync_on,
              "flags between pipes, barriers within MTE/FIX pipes, ring flags across loop iterations",
-             target_options=("arch",),
+             target_options=("arch",), unless=PassConfigKey.TEGULA_DROP_BARRIERS,
              config_options=(("every_kernel", PassConfigKey.TL_ASCEND_AUTO_SYNC),)),
     PassSpec("ParallelToVec", parallel_to_vec,
              "T.Parallel nests that are one elementwise op on whole UB tiles become that vector "
