@@ -128,6 +128,33 @@ class Scope:
         b.emit(CoreScope(self.kind, seq(stmts)))
 
 
+# -- developer mode: memories inferred from use ------------------------------------------------
+#
+# In an NPU kernel, ``T.alloc_shared`` / ``T.alloc_fragment`` tiles have no NPU memory yet: each
+# use by an operation that needs one (``T.tile.*``: UB, ``T.gemm_v0``: L1 / L0C, ``T.mma``: L0A /
+# L0B / L0C) is recorded in the kernel annotation SCOPE_USES, and AssignNpuScopes gives the buffer
+# that memory (a buffer claimed for two memories is an error naming both uses).
+
+UNASSIGNED_SCOPES = ("shared", "shared.dyn", "local.fragment")
+SCOPE_USES = "npu_scope_uses"  # kernel annotation: Buffer -> [(scope, what, span)]
+
+
+def claim_scope(region: Any, want: str, what: str) -> bool:
+    """True when ``region``'s buffer is in memory ``want``, or has no NPU memory yet (then the use
+    is recorded for AssignNpuScopes); False when it is in another memory."""
+    from tegula.ir.span import current_span
+
+    buf = region.buffer if isinstance(region, BufferRegion) else region
+    if buf.scope == want:
+        return True
+    if buf.scope not in UNASSIGNED_SCOPES:
+        return False
+    k = current(what).kernel
+    if k is not None:
+        k.annotations.setdefault(SCOPE_USES, {}).setdefault(buf, []).append((want, what, current_span()))
+    return True
+
+
 # -- cube --------------------------------------------------------------------------------------
 
 def _regions(what: str, *xs: Any) -> list[BufferRegion]:
@@ -137,7 +164,7 @@ def _regions(what: str, *xs: Any) -> list[BufferRegion]:
 def _check_mma(what: str, a: BufferRegion, b: BufferRegion, c: BufferRegion, ta: bool, tb: bool,
                scopes: tuple) -> None:
     for r, want, n in zip((a, b, c), scopes, "ABC"):
-        if r.buffer.scope != want:
+        if not claim_scope(r, want, what):
             raise ScopeError(f"{what}: operand {n} ('{r.buffer.name}') is in {r.buffer.scope}; "
                              f"it must be in {want.upper()}",
                              hint=f"allocate it with T.alloc_{want.upper() if want != 'ub' else 'ub'}")
@@ -207,11 +234,13 @@ def _vec(op: str, args: tuple, kwargs: dict) -> None:
             if isinstance(v, (Buffer, BufferRegion)) and not (isinstance(v, Buffer) and v.scope == "local.var"):
                 ops.append(semantic.to_region(v, f"{what} operand '{name}'"))
             elif v is None:
+                if sig.parameters[name].default is None:
+                    continue      # an optional operand left out
                 raise KernelTypeError(f"{what}: '{name}' is missing", hint=f"the signature is {row.signature()}")
             else:
                 ops.append(E.as_expr(v, like=d.dtype))
         for r in [d] + [o for o in ops if isinstance(o, BufferRegion)]:
-            if r.buffer.scope != "ub":
+            if not claim_scope(r, "ub", what):
                 raise ScopeError(f"{what}: '{r.buffer.name}' is in {r.buffer.scope}; the vector "
                                  "library works on UB tiles", hint="allocate it with T.alloc_ub")
         ds = d.tile_shape()

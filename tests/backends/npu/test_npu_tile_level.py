@@ -112,7 +112,7 @@ def test_a_gemm_accumulator_used_by_the_vectors_is_a_located_error():
     f = T.prim_func(k)
     with pytest.raises(ScopeError) as e:
         tegula.compile(f, target="ascend-emu")
-    assert "'c_f' is used by the cube core (T.gemm) and by the vector cores" in str(e.value)
+    assert "'c_f' is used as L0C by T.gemm" in str(e.value) and "as UB by a T.Parallel loop" in str(e.value)
     import inspect
 
     lines, first = inspect.getsourcelines(k)
