@@ -7,3 +7,4 @@ from tegula.ir.span import Span
 from tegula.ir.stmt import (Atomic, Break, Continue, Copy, CumSum, Evaluate, Fill, For, Gemm,
                             IfThenElse, Kernel, LetStmt, Print, PrimFunc, Reduce, SeqStmt, Stmt,
                             BufferStore, TileOp, While, seq)
+from tegula.ir import printer  # noqa: E402 (fills tegula.ir.hooks: str() of nodes prints through it)

@@ -10,6 +10,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from tegula.ir import hooks
+
 
 class DType(str):
     """An element type: ``name`` is canonical (``"float16"``), ``kind`` is float/int/uint/bool.
@@ -94,9 +96,7 @@ class DType(str):
 
     # ``T.float16(3.0)`` builds a constant of that type, as in TileLang.
     def __call__(self, value: Any = 0) -> Any:
-        from tegula.ir.expr import cast
-
-        return cast(self, value)
+        return hooks.cast(self, value)
 
 
 _TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn", "bool": "bool"}

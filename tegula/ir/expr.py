@@ -12,6 +12,7 @@ from typing import Any, Optional, Sequence, Union
 
 from tegula.errors import DTypeError, KernelTypeError
 from tegula.ir import dtype as dt
+from tegula.ir import hooks
 from tegula.ir import ops
 from tegula.ir.dtype import DType
 from tegula.ir.span import Span, current_span
@@ -101,9 +102,7 @@ class Expr(Node):
         return cast(dtype, self)
 
     def __str__(self) -> str:
-        from tegula.ir.printer import expr_str
-
-        return expr_str(self)
+        return hooks.expr_str(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
@@ -429,3 +428,6 @@ def select(cond: Any, then: Any, else_: Any) -> Expr:
     if isinstance(c, Const):
         return t if c.value else e
     return Select(c, t, e)
+
+
+hooks.provide("cast", cast)   # T.float16(3.0) in tegula.ir.dtype

@@ -21,6 +21,7 @@ import math
 from typing import Any, Callable, Optional, Union
 
 from tegula.ir import dtype as dt
+from tegula.ir import hooks
 from tegula.ir import expr as E
 from tegula.ir import ops
 from tegula.ir import stmt as S
@@ -574,3 +575,8 @@ def script(node: Any) -> str:
         return p.func(node)
     p.stmt(node, 0)
     return "\n".join(p.lines) + "\n"
+
+
+# str() of expressions and statements, and structural mismatches, print through these
+hooks.provide("expr_str", expr_str)
+hooks.provide("script", script)

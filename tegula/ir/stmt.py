@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from tegula.ir import hooks
 from tegula.ir.buffer import Buffer, BufferRegion, Dim
 from tegula.ir.combiners import COMBINERS
 from tegula.ir.expr import Expr, Node, Var
@@ -284,9 +285,7 @@ class PrimFunc(Node):
 
     def script(self) -> str:
         """The function printed back as T-script."""
-        from tegula.ir.printer import script
-
-        return script(self)
+        return hooks.script(self)
 
     def __str__(self) -> str:
         return self.script()

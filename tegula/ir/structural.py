@@ -14,6 +14,7 @@ import hashlib
 import math
 from typing import Any, Optional
 
+from tegula.ir import hooks
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.dtype import DType
 from tegula.ir.expr import Expr, Node, Var
@@ -146,9 +147,8 @@ def _show(x: Any) -> str:
     if isinstance(x, Expr):
         return str(x)
     if isinstance(x, Node):
-        from tegula.ir.printer import script
-
-        return script(x).strip().splitlines()[0] if script(x).strip() else type(x).__name__
+        text = hooks.script(x).strip()
+        return text.splitlines()[0] if text else type(x).__name__
     return repr(x)
 
 
@@ -166,8 +166,7 @@ def assert_structural_equal(a: Any, b: Any, map_free_vars: bool = True) -> None:
     cmp = _Equal(map_free_vars)
     if cmp.eq(a, b, ""):
         return
-    from tegula.ir.printer import script
-
+    script = hooks.script
     raise AssertionError(
         f"structural mismatch at {cmp.path}: {cmp.why}\n"
         f"--- left ---\n{_script(a, script)}\n--- right ---\n{_script(b, script)}")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 import tegula
+from tegula.errors import ArgumentError
 
 
 @dataclass(frozen=True)
@@ -253,9 +254,9 @@ def _run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tegula.compat import run
-
-    return run.main((["-m", args.module] if args.module else []) + list(args.args))
+    # `python -m tegula run ...` goes to tegula.compat.run before this parser (tegula/__main__.py)
+    raise ArgumentError("the run command runs TileLang programs from the command line",
+                        hint="python -m tegula run PROG.py [ARGS...]")
 
 
 COMMANDS: list[Command] = [
@@ -315,10 +316,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the command, return its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["run"] and argv[1:2] not in (["-h"], ["--help"]):
-        from tegula.compat import run  # everything after `run` belongs to the program
-
-        return run.main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -33,7 +33,7 @@ from tegula.transform.instruments import Record
 from tegula.transform.pipeline import Pipeline, check_pipeline
 from tegula.transform.trace import INPUT, Point, Step, Trace, dump
 
-__all__ = ["trace", "diff", "resolve", "Trace", "Step", "INPUT", "Point", "dump", "load_kernel",
+__all__ = ["trace", "resolve", "Trace", "Step", "INPUT", "Point", "dump", "load_kernel",
            "parse_sets", "parse_args", "split_spec", "DEFAULT_TARGET"]
 
 DEFAULT_TARGET = "cuda:sm_90a"
@@ -115,16 +115,6 @@ def trace(kernel_or_func: Any, *args: Any, target: Any = None, pass_configs: Opt
     except Exception:  # recorded in the trace: the steps before it are what the user looks at
         pass
     return rec.trace
-
-
-def diff(kernel_or_func: Any, a: Point, b: Point, *args: Any, target: Any = None,
-         pass_configs: Optional[dict] = None, context: int = 3, pipeline: Optional[Pipeline] = None,
-         **kwargs: Any) -> str:
-    """Unified diff of the IR between two points of the pipeline (see :mod:`tegula.tools.diff`)."""
-    from tegula.tools.diff import diff as _diff
-
-    return _diff(kernel_or_func, a, b, *args, target=target, pass_configs=pass_configs,
-                 context=context, pipeline=pipeline, **kwargs)
 
 
 # -- kernels named on the command line -------------------------------------------------------

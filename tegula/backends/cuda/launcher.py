@@ -21,58 +21,14 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from tegula.errors import ArgumentError, CompileError, ResourceError, TegulaError
+from tegula.errors import ArgumentError, CompileError, ResourceError
 from tegula.ir import expr as E
 from tegula.ir.evaluate import HostEvalError, host_lambda
 from tegula.backends.cuda.codegen import CudaModule, ParamInfo
+from tegula.backends.cuda.machine import STATIC_SMEM_LIMIT
+from tegula.backends.cuda.driver import CudaError, check, driver, error_name
+from tegula.backends.cuda.tma_host import TmaEncoder
 
-_STATIC_SMEM_LIMIT = 48 * 1024
-
-
-class CudaError(TegulaError):
-    """A CUDA driver call failed, or no GPU can be used."""
-
-
-_driver: Any = None
-
-
-def driver() -> Any:
-    """``cuda.bindings.driver``, initialized; raises CudaError when it or a GPU is missing."""
-    global _driver
-    if _driver is None:
-        try:
-            from cuda.bindings import driver as drv
-        except ImportError:
-            raise CudaError("running a CUDA kernel needs cuda-bindings",
-                            hint="pip install 'tegula[cuda]'") from None
-        hint = "the kernel was compiled ahead of time; run it on a machine with an NVIDIA GPU and driver"
-        try:
-            (err,) = drv.cuInit(0)
-        except Exception as e:  # the driver library itself is missing
-            raise CudaError(f"no usable CUDA GPU: the CUDA driver cannot be loaded ({e})", hint=hint) from None
-        if err != drv.CUresult.CUDA_SUCCESS:
-            raise CudaError(f"no usable CUDA GPU: cuInit failed with {error_name(drv, err)}", hint=hint)
-        _driver = drv
-    return _driver
-
-
-def error_name(drv: Any, err: Any) -> str:
-    try:
-        e, name = drv.cuGetErrorName(err)
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:  # a code the driver does not know
-        return str(err)
-
-
-def check(result: Any, what: str, exc: type = CudaError, hint: Optional[str] = None) -> Any:
-    """Unpack a driver call's result tuple, raising ``exc`` when its error code is not success."""
-    drv = driver()
-    err = result[0]
-    if err != drv.CUresult.CUDA_SUCCESS:
-        raise exc(f"{what} failed: {error_name(drv, err)}", hint=hint)
-    if len(result) == 1:
-        return None
-    return result[1] if len(result) == 2 else result[1:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +222,7 @@ class Launcher:
                 if k.smem_bytes > optin:
                     raise ResourceError(f"kernel {k.name} needs {k.smem_bytes} bytes of shared memory; "
                                         f"this GPU allows {optin} per block")
-                if k.smem_bytes > _STATIC_SMEM_LIMIT:
+                if k.smem_bytes > STATIC_SMEM_LIMIT:
                     attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                     check(drv.cuFuncSetAttribute(f, attr, k.smem_bytes),
                           f"cuFuncSetAttribute({k.name}, max dynamic shared memory = {k.smem_bytes})",
@@ -301,7 +257,7 @@ class Launcher:
             return True
         if code == _CUDA_ERROR_INVALID_CONTEXT:
             return False  # nothing launched: the general path pushes the module's context
-        drv = _driver
+        drv = driver()
         raise CudaError(f"cuLaunchKernel failed: {error_name(drv, drv.CUresult(code))}")
 
     def __call__(self, values: Sequence[Any]) -> None:
@@ -329,7 +285,7 @@ class Launcher:
         if loaded is None:
             loaded = self._loaded[device] = self._load(device)
         stream = self._stream_of(first) if first is not None else 0
-        drv = _driver
+        drv = driver()
         success = drv.CUresult.CUDA_SUCCESS
         pushed = device >= 0 and _torch_device() != device
         if pushed:
@@ -372,8 +328,6 @@ class Launcher:
 
 
 def _tma_encoder(p: ParamInfo) -> Any:
-    from tegula.backends.cuda.tma_host import TmaEncoder
-
     return TmaEncoder(p.source[1], p.source[1].buffer.name)
 
 

@@ -10,6 +10,7 @@ import ctypes
 from typing import Any
 
 from tegula.errors import ArgumentError
+from tegula.backends.cuda.driver import check, driver
 
 _DTYPES = {"float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT32", "int32": "INT32",
            "int8": "UINT8", "uint8": "UINT8", "float8_e4m3": "UINT8", "float8_e5m2": "UINT8"}
@@ -52,8 +53,6 @@ class TmaEncoder:
         return got
 
     def _encode(self, ptr: int, shape: tuple, strides: tuple, itemsize: int) -> bytes:
-        from tegula.backends.cuda.launcher import check, driver
-
         drv = driver()
         if strides[-1] != itemsize or ptr % 16 or any(s % 16 for s in strides[:-1]):
             raise ArgumentError(

@@ -5,7 +5,7 @@ from typing import Any, Optional, Sequence
 
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.runtime.args import to_numpy
-from tegula.target import Target
+from tegula.target import KINDS, Target
 from tegula.transform.pipeline import Pipeline, check_pipeline
 from tegula.transform.thread_variance import warn_uniform_adds
 
@@ -34,9 +34,8 @@ def build(func: PrimFunc, target: Target, pass_configs: dict,
     thread indices) run as the emulator runs them, one lane per thread: their meaning is per
     thread."""
     func = check_pipeline(pipeline, target, pass_configs).run(func)
-    if thread_level(func):
-        from tegula.backends.emu.jit import build as emu_build
-
-        return emu_build(func, Target("cuda-emu", "sm_80", interpret=True), pass_configs)
+    if thread_level(func):   # the cuda-emu target's builder, through the target table
+        emu = Target("cuda-emu", "sm_80", interpret=True)
+        return KINDS[emu.kind].load_builder()(func, emu, pass_configs)
     warn_uniform_adds(func)
     return InterpArtifact(func)

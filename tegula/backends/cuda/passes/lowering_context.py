@@ -8,7 +8,7 @@ from its shared layout (row-major or swizzled). Global buffers keep their shape.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from tegula.errors import ScopeError, UnsupportedError
 from tegula.ir import dtype as dt
@@ -19,7 +19,10 @@ from tegula.ir.stmt import BufferStore, Evaluate, For, IfThenElse, Stmt, seq
 from tegula.ir.visitor import Mutator, uses_var
 from tegula.layout.fragment import Fragment, Replicated, RowsOf, MmaLayout, RowLayout, unflatten
 from tegula.layout.shared import RowMajor
-from tegula.backends.cuda.passes.layout_inference import LayoutPlan
+
+if TYPE_CHECKING:  # the layouts the lowering reads (a type only: layout inference imports lowerings)
+    from tegula.backends.cuda.passes.layout_inference import LayoutPlan
+
 
 def sync() -> Stmt:
     return Evaluate(Builtin("sync_threads", (), dt.bool_))
