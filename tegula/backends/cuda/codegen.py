@@ -76,6 +76,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.raster import block_coords, strips
 from tegula.ir.visitor import post_order_visit
+from tegula.backends.cuda.machine import MAX_THREADS_PER_BLOCK
 from tegula.backends.cuda.codegen_expr import COND, REL, ExprPrinter, Names, literal
 from tegula.backends.cuda.passes.plan_shared_memory import smem_layout
 
@@ -442,8 +443,9 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
         raise UnsupportedError("a kernel has at most 3 grid and 3 thread dimensions", span=k.span)
     block = tuple(int(t) for t in k.threads) + (1,) * (3 - len(k.threads))
     nthreads = block[0] * block[1] * block[2]
-    if nthreads > 1024 or nthreads < 1:
-        raise ResourceError(f"a CUDA block has 1 to 1024 threads, this kernel asks for {nthreads}", span=k.span)
+    if nthreads > MAX_THREADS_PER_BLOCK or nthreads < 1:
+        raise ResourceError(f"a CUDA block has 1 to {MAX_THREADS_PER_BLOCK} threads, this kernel asks for "
+                            f"{nthreads}", span=k.span)
     grid = tuple(k.grid) + (1,) * (3 - len(k.grid))
 
     head: list[str] = []

@@ -461,7 +461,8 @@ def test_attr_stmt_and_typed_address():
 def test_check_resources_counts_the_static_scratch_of_wgmma_order_after(with_sink):
     """tl::wgmma_order_after (wgmma.h) declares a static 128-byte __shared__ array: a kernel whose
     planned shared memory is within 128 bytes of the limit does not fit with it."""
-    from tegula.backends.cuda.passes.check_resources import check_resources, smem_limit
+    from tegula.backends.cuda.machine import smem_limit
+    from tegula.backends.cuda.passes.check_resources import check_resources
 
     limit = smem_limit("sm_90a")
     pool = Buffer("pool", (limit - 64,), "uint8", "shared")

@@ -13,16 +13,9 @@ from tegula.errors import ResourceError, UnsupportedError
 from tegula.ir.expr import Builtin
 from tegula.ir.stmt import AttrStmt, Kernel, PrimFunc
 from tegula.ir.visitor import Visitor
+from tegula.backends.cuda.machine import MAX_THREADS_PER_BLOCK, smem_limit
 from tegula.backends.cuda.passes.plan_shared_memory import align
 
-# the most dynamic shared memory one block may opt in to, by compute capability
-SMEM_LIMIT = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448, 120: 101376}
-
-
-def smem_limit(arch: str) -> int:
-    digits = "".join(c for c in arch if c.isdigit())
-    cc = int(digits) if digits else 80
-    return SMEM_LIMIT.get(cc, max(v for k, v in SMEM_LIMIT.items() if k <= cc) if cc >= 80 else 49152)
 
 
 def kernel_smem(k: Kernel) -> list[tuple[str, tuple, str, int]]:
@@ -99,9 +92,9 @@ def check_resources(func: PrimFunc, arch: str = "sm_80", interpret: bool = False
             self.generic_visit(a)
 
         def visit_Kernel(self, k: Kernel) -> None:
-            if k.num_threads > 1024:
+            if k.num_threads > MAX_THREADS_PER_BLOCK:
                 raise ResourceError(f"this kernel asks for {k.num_threads} threads per block; CUDA allows "
-                                    "at most 1024", k.span, hint="use fewer threads (T.Kernel(..., threads=...))")
+                                    f"at most {MAX_THREADS_PER_BLOCK}", k.span, hint="use fewer threads (T.Kernel(..., threads=...))")
             if not interpret:
                 check_smem(k)
             if old_arch and not interpret and k.annotations.get("cluster"):

@@ -35,12 +35,11 @@ from tegula.errors import ConfigError
 from tegula.ir import expr as E
 from tegula.ir.stmt import Copy, For, Kernel, LetStmt, PrimFunc
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
+from tegula.backends.cuda.machine import L2_BYTES, SM_COUNT
 from tegula.backends.cuda.passes.pipeline_copies import let_values
 
-# blocks of one wave: one 1-block-per-SM GEMM tile per SM of an H100 / H200 SXM (132 SMs)
-WAVE_BLOCKS = 132
-# L2 of an H100 (the H200 has 60 MB): operands smaller than this stay in L2 in any block order
-L2_BYTES = 50 * 2**20
+# blocks of one wave: one 1-block-per-SM GEMM tile per SM
+WAVE_BLOCKS = SM_COUNT
 
 
 def _tile_bytes(c: Copy) -> Optional[int]:

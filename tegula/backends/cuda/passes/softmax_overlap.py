@@ -47,7 +47,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Var
 from tegula.ir.stmt import AttrStmt, Copy, For, Gemm, IfThenElse, Kernel, LetStmt, Stmt, seq
 from tegula.ir.visitor import substitute
-from tegula.backends.cuda.passes.check_resources import smem_limit
+from tegula.backends.cuda.machine import smem_limit
 from tegula.backends.cuda.passes.pipeline_copies import (_Restage, used_buffers, written_buffers, let_values,
                                                          serial_annotations, staged_tiles)
 
