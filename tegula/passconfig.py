@@ -132,11 +132,6 @@ class PassConfigKey(str, enum.Enum):
     # on an mbarrier of their own instead of by the consumers; True / False: on / off, unset: on in
     # the plain split of causal attention (measured faster there), off elsewhere
     TEGULA_WS_TMA_PROLOGUE = "tegula.ws_tma_prologue"
-    # sm_90a: in attention WarpSpecialize splits into the softmax overlap's schedule, the consumer
-    # warpgroups issue their gemms in turn on named barriers (ping-pong), so one's softmax runs
-    # beside the next one's gemms; True / False: on / off, unset: loops of at most 32 key blocks
-    # known when the kernel is built (measured +3.6% at 32, -0.9% at 128 on an H200)
-    TEGULA_WS_PINGPONG = "tegula.ws_pingpong"
     # sm_90a: whole tiles stored to global memory through the copy engine (TmaStores); True / False
     # force it on / off for shared tiles and fragments, unset: shared tiles (TileLang's default)
     TEGULA_TMA_STORE = "tegula.tma_store"
@@ -195,7 +190,6 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TEGULA_TMA_STORE: "CUDA sm_90a: TMA stores of whole tiles to global memory, shared tiles and fragments (True / False)",
     K.TEGULA_SOFTMAX_OVERLAP: "CUDA sm_90a: attention's second gemm beside the next softmax (TmaPipeline, WarpSpecialize; True / False)",
     K.TEGULA_WS_TMA_PROLOGUE: "CUDA sm_90a: WarpSpecialize's producer loads the tiles copied before the loop (attention's Q) by TMA",
-    K.TEGULA_WS_PINGPONG: "CUDA sm_90a: attention's consumer warpgroups issue their gemms in turn on named barriers (ping-pong)",
     K.TEGULA_EMU_RACES_AS_WARNINGS: "cuda-emu: report shared-memory races as warnings",
     K.TEGULA_DROP_BARRIERS: "CUDA: DropBarriers removes every __syncthreads, bar.sync and mbarrier wait of the "
                             "lowered kernel; Ascend: no InsertSync (no flags or pipe barriers placed). The "

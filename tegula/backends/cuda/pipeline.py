@@ -53,7 +53,6 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
                              ("softmax", PassConfigKey.TEGULA_SOFTMAX_OVERLAP),
                              ("persistent", PassConfigKey.TEGULA_PERSISTENT),
                              ("tma_prologue", PassConfigKey.TEGULA_WS_TMA_PROLOGUE),
-                             ("pingpong", PassConfigKey.TEGULA_WS_PINGPONG),
                              ("cluster", PassConfigKey.TEGULA_CLUSTER))),
     # the loops it takes are no longer T.Pipelined, so PipelineCopies leaves them
     PassSpec("TmaPipeline", tma_pipeline,
