@@ -218,6 +218,83 @@ def _check_transpose(dst: tuple, srcs: list, attrs: dict) -> dict:
     return attrs
 
 
+def _pairs(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """(value, index) pairs, descending by value (ties: lower index first), interleaved flat."""
+    order = np.lexsort((index, -values.astype(np.float64)))
+    out = np.empty(2 * values.size, np.float64)
+    out[0::2], out[1::2] = values[order], index[order]
+    return out
+
+
+def _sort(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    src, n = np.asarray(srcs[0]).reshape(-1), int(srcs[1])
+    aligned = -(-n // 32) * 32
+    vals = np.full(aligned, -np.inf)
+    vals[:min(n, src.size)] = src[:min(n, aligned)]
+    pairs = _pairs(vals, np.arange(aligned, dtype=np.float64))
+    k = int(srcs[2]) if len(srcs) > 2 else aligned
+    out = dst.copy().reshape(-1)
+    m = min(out.size, 2 * k)
+    out[:m] = pairs[:m]
+    return out.reshape(dst.shape)
+
+
+def _topk(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    src, k, n = srcs
+    return _sort(dst, [src, n, k], attrs)
+
+
+def _merge_sort(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    pairs = np.concatenate([np.asarray(x, np.float64).reshape(-1, 2) for x in srcs])
+    merged = _pairs(pairs[:, 0], np.arange(len(pairs)))
+    # the index slot carries the sources' own indices
+    order = np.lexsort((np.arange(len(pairs)), -pairs[:, 0]))
+    merged[1::2] = pairs[order, 1]
+    out = dst.copy().reshape(-1)
+    m = min(out.size, merged.size)
+    out[:m] = merged[:m]
+    return out.reshape(dst.shape)
+
+
+_GATHER_PATTERNS = {"P0101": (0, 2), "P1010": (1, 2), "P0001": (0, 4), "P0010": (1, 4), "P0100": (2, 4),
+                    "P1000": (3, 4), "P1111": (0, 1)}
+
+
+def _check_gather_mask(dst: tuple, srcs: list, attrs: dict) -> dict:
+    if attrs.get("pattern") not in _GATHER_PATTERNS:
+        raise VecOpError(f"gather_mask pattern {attrs.get('pattern')!r} is not a built-in pattern",
+                         hint="patterns: " + ", ".join(_GATHER_PATTERNS) + " (a custom pattern tile is "
+                              "not supported yet)")
+    return attrs
+
+
+def _gather_mask(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    start, step = _GATHER_PATTERNS[attrs["pattern"]]
+    src = np.asarray(srcs[0]).reshape(-1)[start::step]
+    out = dst.copy().reshape(-1)
+    m = min(out.size, src.size)
+    out[:m] = src[:m]
+    return out.reshape(dst.shape)
+
+
+def _reduce_sum_count(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    src = np.asarray(srcs[0]).reshape(-1)
+    n = int(attrs.get("count") or src.size)
+    out = dst.copy().reshape(-1)
+    out[0] = src[:n].astype(np.float64).sum()
+    return out.reshape(dst.shape)
+
+
+def _check_row_expand(dst: tuple, srcs: list, attrs: dict) -> dict:
+    if len(dst) != 2 or srcs[0] is None or tuple(srcs[0]) != tuple(dst):
+        raise VecOpError(f"the destination and the first operand are one 2-d shape, got {tuple(dst)} "
+                         f"and {srcs[0] and tuple(srcs[0])}")
+    if srcs[1] is None or int(np.prod(srcs[1])) != dst[0] or len(srcs[1]) > 2:
+        raise VecOpError(f"the second operand holds one value per row ({dst[0]},), (1, {dst[0]}) or "
+                         f"({dst[0]}, 1), got {srcs[1] and tuple(srcs[1])}")
+    return attrs
+
+
 # -- spelling helpers ---------------------------------------------------------------------------
 def _unary(pto: Optional[str], asc: Optional[str]) -> dict:
     return {"pto": {"t": f"{pto}({{d}}, {{0}});"} if pto else {},
@@ -372,6 +449,28 @@ _ROWS = [
     _row("transpose", "src", _transpose,
          {"pto": {"t": "TTRANS({d}, {0});"}, "ascendc": {"t": "Transpose({d}, {0});"}},
          raw=True, check=_check_transpose),
+    # -- sorting (pairs of (value, index) in the destination's dtype, descending)
+    _row("sort", "src, actual_num", _sort, raw=True, check=_check_any, cost=(128, 4, 30)),
+    _row("topk", "src, k, actual_num", _topk, raw=True, check=_check_any, cost=(128, 4, 30)),
+    _row("merge_sort", "src0, src1, src2=None, src3=None", _merge_sort, raw=True, check=_check_any,
+         cost=(128, 2, 20)),
+    _row("gather_mask", "src, pattern", _gather_mask,
+         {"ascendc": {"t": "{{ uint64_t cnt; GatherMask({d}, {0}, (uint8_t){pcode}, false, 0, "
+                           "{{1, 1, 0, 0}}, cnt); }}"}},
+         raw=True, attrs=("pattern",), check=_check_gather_mask,
+         fields=lambda s: {"pcode": list(_GATHER_PATTERNS).index(s.attrs["pattern"]) + 1}),
+    # -- upstream's "experiment" spellings (a count of elements, a per-row operand)
+    _row("sub_experiment", "src0, src1, count", np.subtract,
+         {"ascendc": {"tt": "Sub({d}, {0}, {1}, {n});"}}),
+    _row("abs_experiment", "src, count", np.abs, {"ascendc": {"t": "Abs({d}, {0}, {n});"}}),
+    _row("mins_experiment", "src, value, count", np.minimum, {"ascendc": {"ts": _ts("Mins")}}),
+    _row("reduce_sum_experiment", "src, count", _reduce_sum_count, raw=True, check=_check_any,
+         cost=(256, 1, 20)),
+    *[_row(f"row_expand_{op}_experiment", "src0, src1, tmp=None", fn,
+           {"pto": {"tr": f"TROWEXPAND{op.upper()}({{d}}, {{0}}, {{1}});"}}, ignore=("tmp",),
+           check=_check_row_expand, cost=cost)
+      for op, fn, cost in (("mul", np.multiply, (256, 1, 7)), ("sub", np.subtract, (256, 1, 6)),
+                           ("div", np.divide, (128, 1, 13)))],
 ]
 
 VEC_OPS: dict[str, VecRow] = {r.name: r for r in _ROWS}

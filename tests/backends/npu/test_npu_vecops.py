@@ -221,6 +221,79 @@ CASES = [
 ]
 
 
+def _desc_pairs(vals, idx):
+    order = sorted(range(len(vals)), key=lambda i: (-vals[i], idx[i]))
+    out = np.empty(2 * len(vals))
+    out[0::2], out[1::2] = [vals[i] for i in order], [idx[i] for i in order]
+    return out
+
+
+def _sort_ref(n, k=None):
+    def core(a):
+        v = np.full(-(-n // 32) * 32, -np.inf)
+        v[:n] = a[:n]
+        return _desc_pairs(list(v), list(range(v.size)))[:2 * (k or v.size)]
+    return core
+
+
+def _sorted_block(rng, n):
+    v = np.sort(rng.standard_normal(n))[::-1]
+    idx = rng.permutation(n)
+    return _desc_pairs(list(v), list(idx))
+
+
+def _merge_ref(x0, x1, y):
+    def core(a, b):
+        p = np.concatenate([a.reshape(-1, 2), b.reshape(-1, 2)])
+        order = sorted(range(len(p)), key=lambda i: (-p[i, 0], i))
+        return p[order].reshape(-1)
+    return _per_core(core, x0.astype(np.float64), x1.astype(np.float64))
+
+
+HALF = R * C // 2
+
+
+def _counted(fn):
+    """Only the first HALF elements change."""
+    def ref(*xs):
+        *ins, y = xs
+        out = y.astype(np.float64).copy()
+        new = fn(*[x.astype(np.float64) for x in ins])
+        for c in range(2):
+            o, n = out[c * R:(c + 1) * R].reshape(-1), new[c * R:(c + 1) * R].reshape(-1)
+            o[:HALF] = n[:HALF]
+        return out
+    return ref
+
+
+CASES += [
+    ("sort", "ts", [((64,), F, "normal")], ((128,), F), lambda f, y, a: f(y, a, 50),
+     lambda x0, y: _per_core(_sort_ref(50), x0.astype(np.float64))),
+    ("topk", "tss", [((64,), F, "normal")], ((16,), F), lambda f, y, a: f(y, a, 8, 64),
+     lambda x0, y: _per_core(_sort_ref(64, 8), x0.astype(np.float64))),
+    ("merge_sort", "tt", [((16,), F, "sorted"), ((16,), F, "sorted")], ((32,), F),
+     lambda f, y, a, b: f(y, a, b), _merge_ref),
+    ("gather_mask", "t", [((64,), F, "normal")], ((32,), F), lambda f, y, a: f(y, a, "P1010"),
+     lambda x0, y: _per_core(lambda a: a[1::2], x0.astype(np.float64))),
+    ("gather_mask", "t", [((64,), F, "normal")], ((16,), F), lambda f, y, a: f(y, a, "P0100"),
+     lambda x0, y: _per_core(lambda a: a[2::4], x0.astype(np.float64))),
+    ("sub_experiment", "tt", [T2 + ("normal",), T2 + ("normal",)], T2, lambda f, y, a, b: f(y, a, b, HALF),
+     _counted(np.subtract)),
+    ("abs_experiment", "t", [T2 + ("normal",)], T2, lambda f, y, a: f(y, a, HALF), _counted(np.abs)),
+    ("mins_experiment", "ts", [T2 + ("normal",)], T2, lambda f, y, a: f(y, a, 0.25, HALF),
+     _counted(lambda a: np.minimum(a, 0.25))),
+    ("reduce_sum_experiment", "t", [((R * C,), F, "normal")], ((8,), F), lambda f, y, a: f(y, a, 100),
+     lambda x0, y: _per_core(lambda a, b: np.concatenate([[a[:100].sum()], b[1:]]), x0.astype(np.float64),
+                             y.astype(np.float64))),
+    *[(f"row_expand_{op}_experiment", "tr", [((R, C), F, "pos"), (shape, F, "pos")], T2,
+       lambda f, y, a, b: f(y, a, b),
+       lambda x0, x1, y, fn=fn: _per_core(lambda a, b: fn(a, b.reshape(-1)[:, None]), x0.astype(np.float64),
+                                          x1.astype(np.float64)))
+      for op, fn, shape in (("mul", np.multiply, (R,)), ("sub", np.subtract, (1, R)),
+                            ("div", np.divide, (R, 1)))],
+]
+
+
 def _id(case):
     op, form, ins = case[0], case[1], case[2]
     return f"{op}-{form}-{ins[0][1]}" + (f"-{case[4].__defaults__[0]}" if case[4].__defaults__ else "")
@@ -229,7 +302,12 @@ def _id(case):
 def _inputs(case, rng):
     xs = []
     for shape, dtype, kind in case[2]:
-        xs.append(kind if isinstance(kind, np.ndarray) else _rand(rng, shape, dtype, kind))
+        if isinstance(kind, np.ndarray):
+            xs.append(kind)
+        elif kind == "sorted":   # each core's part a block of (value, index) pairs, descending
+            xs.append(np.concatenate([_sorted_block(rng, shape[0] // 2) for _ in range(2)]).astype(dtype))
+        else:
+            xs.append(_rand(rng, shape, dtype, kind))
     if case[0] == "select":  # a mask of random bits
         xs[0] = rng.integers(0, 256, xs[0].shape).astype(np.uint8)
     oshape, odtype = case[3]
@@ -273,7 +351,7 @@ def test_vector_op_spelling(case, lang):
             tegula.compile(k, target=lang, pass_configs=AUTO).get_kernel_source()
         return
     src = tegula.compile(k, target=lang, pass_configs=AUTO).get_kernel_source()
-    name = re.match(r"[{ ]*(?:uint32_t[^;]*;\s*)*(\w+)", (spell or row.ascendc["ts"])).group(1)
+    name = re.search(r"\b([A-Z]\w*)[<(]", spell or row.ascendc["ts"]).group(1)   # the instruction
     assert re.search(rf"\b{name}[<(]", src), (name, src)
 
 
