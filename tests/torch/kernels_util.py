@@ -59,3 +59,15 @@ def axpy_inplace(N, dtype="float32"):
                 if bx * 32 + i < N:
                     Y[bx * 32 + i] = Y[bx * 32 + i] + T.Cast(dtype, a) * X[bx * 32 + i]
     return main
+
+
+def vec_add(N, dtype="float16", block=256):
+    """``C = A + B`` of 1-d tensors (a @T.prim_func; C is a parameter the caller gives)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), B: T.Tensor((N,), dtype), C: T.Tensor((N,), dtype)):
+        with T.Kernel(T.ceildiv(N, block), threads=128) as bx:
+            for i in T.Parallel(block):
+                if bx * block + i < N:
+                    C[bx * block + i] = A[bx * block + i] + B[bx * block + i]
+    return main
