@@ -165,6 +165,12 @@ def _reference(op: str, d: dt.DType, vals: list) -> object:
         "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos, "tan": np.tan,
         "erf": lambda x: np.array(math.erf(float(x))).astype(x.dtype), "pow": np.power,
         "fmod": np.fmod, "isnan": np.isnan, "isinf": np.isinf,
+        "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin, "asinh": np.arcsinh,
+        "atan": np.arctan, "atanh": np.arctanh, "sinh": np.sinh, "cosh": np.cosh, "nearbyint": np.rint,
+        "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign, "nextafter": np.nextafter,
+        "__exp": np.exp, "__exp10": lambda x: np.power(c[0].dtype.type(10), x), "__log": np.log,
+        "__log2": np.log2, "__log10": np.log10, "__sin": np.sin, "__cos": np.cos, "__tan": np.tan,
+        "fast_rcp": lambda x: one / x,
     }[op]
     with np.errstate(all="ignore"):
         r = np.asarray(ref(*c))
