@@ -295,6 +295,25 @@ def _check_row_expand(dst: tuple, srcs: list, attrs: dict) -> dict:
     return attrs
 
 
+def _brcb(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    """Each of the first ``repeat_times * 8`` source elements fills one 32-byte block of dst; block
+    ``j`` of repeat ``r`` starts at block ``r * dst_repeat_stride + j * dst_blk_stride``."""
+    src = np.asarray(srcs[0]).reshape(-1)
+    per = max(1, 32 // dst.dtype.itemsize)
+    rep, bs, rs = int(attrs["repeat_times"]), int(attrs["dst_blk_stride"]), int(attrs["dst_repeat_stride"])
+    if src.size < rep * 8:
+        raise VecOpError(f"brcb reads {rep * 8} source elements; the source has {src.size}")
+    out = dst.copy().reshape(-1)
+    for r in range(rep):
+        for j in range(8):
+            at = (r * rs + j * bs) * per
+            if at + per > out.size:
+                raise VecOpError(f"brcb writes block {r * rs + j * bs} past the destination's "
+                                 f"{out.size // per} blocks")
+            out[at:at + per] = src[r * 8 + j]
+    return out.reshape(dst.shape)
+
+
 # -- spelling helpers ---------------------------------------------------------------------------
 def _unary(pto: Optional[str], asc: Optional[str]) -> dict:
     return {"pto": {"t": f"{pto}({{d}}, {{0}});"} if pto else {},
@@ -459,6 +478,10 @@ _ROWS = [
                            "{{1, 1, 0, 0}}, cnt); }}"}},
          raw=True, attrs=("pattern",), check=_check_gather_mask,
          fields=lambda s: {"pcode": list(_GATHER_PATTERNS).index(s.attrs["pattern"]) + 1}),
+    _row("brcb_experiment", "src, repeat_times, dst_blk_stride, dst_repeat_stride", _brcb,
+         {"pto": {"r": "TROWEXPAND({d}, {0});"},
+          "ascendc": {"r": "Brcb({d}, {0}, {repeat_times}, {{{dst_blk_stride}, {dst_repeat_stride}}});"}},
+         raw=True, attrs=("repeat_times", "dst_blk_stride", "dst_repeat_stride"), check=_check_any),
     # -- upstream's "experiment" spellings (a count of elements, a per-row operand)
     _row("sub_experiment", "src0, src1, count", np.subtract,
          {"ascendc": {"tt": "Sub({d}, {0}, {1}, {n});"}}),

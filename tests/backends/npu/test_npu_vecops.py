@@ -285,6 +285,8 @@ CASES += [
     ("reduce_sum_experiment", "t", [((R * C,), F, "normal")], ((8,), F), lambda f, y, a: f(y, a, 100),
      lambda x0, y: _per_core(lambda a, b: np.concatenate([[a[:100].sum()], b[1:]]), x0.astype(np.float64),
                              y.astype(np.float64))),
+    ("brcb_experiment", "r", [((16,), F, "normal")], ((16, 8), F), lambda f, y, a: f(y, a, 2, 1, 8),
+     lambda x0, y: _per_core(lambda a: np.repeat(a[:, None], 8, axis=1), x0.astype(np.float64))),
     *[(f"row_expand_{op}_experiment", "tr", [((R, C), F, "pos"), (shape, F, "pos")], T2,
        lambda f, y, a, b: f(y, a, b),
        lambda x0, x1, y, fn=fn: _per_core(lambda a, b: fn(a, b.reshape(-1)[:, None]), x0.astype(np.float64),
