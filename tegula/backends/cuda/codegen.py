@@ -391,12 +391,13 @@ def _tma_params(func: S.PrimFunc, kernels: list) -> list[ParamInfo]:
 
 
 def _raster_lines(raster: tuple[int, str], k: S.Kernel, p: ExprPrinter, names: Names) -> list[str]:
-    """The block indices of a rasterized grid (:func:`tegula.ir.raster.block_coords`) as C."""
+    """The block indices x and y of a rasterized grid (:func:`tegula.ir.raster.block_coords`)
+    as C; a third grid dimension keeps ``blockIdx.z`` (each z-slice is rasterized alike)."""
     panel, order = raster
     lid, gx, gy = Var("tl_block_id"), Var("gx"), Var("gy")
     names.of[id(lid)] = names.fresh("tl_block_id", internal=True)
     names.of[id(gx)], names.of[id(gy)] = "(int)gridDim.x", "(int)gridDim.y"
-    (_, hx), (_, hy) = (p.range_of(g) or (1, most) for g, most in zip(k.grid, _MAX_GRID))
+    (_, hx), (_, hy) = (p.range_of(g) or (1, most) for g, most in zip(k.grid[:2], _MAX_GRID))
     p.ranges.update({gx: (1, hx), gy: (1, hy), lid: (0, hx * hy - 1)})
     lines = [f"// block rasterization: strips of {panel} {'columns' if order == 'row' else 'rows'}, "
              f"walked {'row' if order == 'row' else 'column'} by {'row' if order == 'row' else 'column'}",

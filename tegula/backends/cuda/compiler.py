@@ -21,11 +21,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from tegula import config
 from tegula.errors import CompileError, ConfigError
+
+class CompileFlagsWarning(UserWarning):
+    """A compile flag the CUDA compiler in use does not take was left out (named in the message)."""
+
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 
@@ -229,6 +234,52 @@ def compile_cuda(source: str, arch: str, *, options: Sequence[str] = (), name: s
                          seconds=time.perf_counter() - start)
 
 
+# nvcc options NVRTC does not take. NVRTC compiles device code only and always optimizes it, so
+# what these say is about the host compiler, nvcc's driver or its front end: dropped, with a
+# warning that names them. (Options both take, -lineinfo, --use_fast_math, -D, -I, -G,
+# --maxrregcount, -Xptxas, --ftz..., pass through; an option NVRTC rejects that is not in these
+# tables reaches NVRTC and its error names it.)
+_NVRTC_DROPPED = ("-O0", "-O1", "-O2", "-O3", "-Ofast", "-g", "--debug", "--keep", "-keep",
+                  "--resource-usage", "-res-usage", "--expt-relaxed-constexpr",
+                  "-expt-relaxed-constexpr", "--expt-extended-lambda", "-expt-extended-lambda",
+                  "--extended-lambda", "-extended-lambda", "-shared", "-cubin", "--cubin",
+                  "-c", "--compile")
+_NVRTC_DROPPED_PREFIXES = ("-W", "-O", "-Xcompiler", "--compiler-options", "-ccbin",
+                           "--compiler-bindir", "-Xlinker", "--linker-options", "-t=", "--threads",
+                           "-arch", "--gpu-architecture", "-gencode", "--generate-code",
+                           "-code", "--gpu-code", "-o", "--output-file", "-fPIC", "-fno-", "-march")
+# options whose value may come as the next word (``-Xptxas -v``); NVRTC wants ``name=value``
+_TWO_WORD = ("-Xcompiler", "--compiler-options", "-ccbin", "--compiler-bindir", "-Xlinker",
+             "--linker-options", "-Xptxas", "--ptxas-options", "--maxrregcount", "-maxrregcount",
+             "-I", "-D", "-U", "-include", "-t", "--threads", "-o", "-arch", "-gencode", "-code",
+             "-std", "--std")
+
+
+def nvrtc_options(options: Sequence[str]) -> Tuple[List[str], List[str]]:
+    """nvcc-style ``options`` as NVRTC takes them: ``(kept, dropped)``. Two-word options are
+    joined (``-Xptxas -v`` -> ``-Xptxas=-v``, ``-I dir`` -> ``-Idir``); host-compiler and driver
+    options (``-O3``, ``-Wno-deprecated-declarations``, ``-Xcompiler -fPIC``, ``-ccbin g++``,
+    ``--expt-relaxed-constexpr``...) are dropped (NVRTC optimizes device code by default)."""
+    kept: List[str] = []
+    dropped: List[str] = []
+    words = list(options)
+    i = 0
+    while i < len(words):
+        o = words[i]
+        if o in _TWO_WORD and i + 1 < len(words) and not words[i + 1].startswith("-") or \
+                o in ("-Xcompiler", "-Xptxas", "--ptxas-options", "-Xlinker") and i + 1 < len(words):
+            value = words[i + 1]
+            i += 2
+            o = f"{o}{value}" if o in ("-I", "-D", "-U") else f"{o}={value}"
+        else:
+            i += 1
+        if o in _NVRTC_DROPPED or o.startswith(_NVRTC_DROPPED_PREFIXES) and not o.startswith("-Xptxas"):
+            dropped.append(o)
+        else:
+            kept.append(o)
+    return kept, dropped
+
+
 def _nvrtc_check(nvrtc, result, what: str) -> None:
     err = result[0] if isinstance(result, tuple) else result
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
@@ -238,6 +289,11 @@ def _nvrtc_check(nvrtc, result, what: str) -> None:
 
 def _compile_nvrtc(source: str, arch: str, opts: List[str], name: str) -> Tuple[bytes, Optional[str], str]:
     nvrtc = _nvrtc_module()
+    opts, dropped = nvrtc_options(opts)
+    if dropped:
+        warnings.warn(f"NVRTC ignores the nvcc option(s) {' '.join(dropped)}: they concern the host "
+                      "compiler or nvcc's driver (NVRTC optimizes device code by default); "
+                      "TEGULA_CUDA_BACKEND=nvcc passes them to nvcc", CompileFlagsWarning, stacklevel=2)
     filename = f"{name}.cu"
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), filename.encode(), 0, [], [])
     _nvrtc_check(nvrtc, err, "nvrtcCreateProgram")
