@@ -65,7 +65,10 @@ Buffer_ = Tensor
 
 
 def dynamic(name: str, dtype: Any = "int32") -> Var:
-    """A symbolic dimension bound from argument shapes at call time."""
+    """A symbolic dimension bound from argument shapes at call time; ``T.dynamic("M, N")`` (names
+    separated by commas or spaces, as TileLang takes them) gives a tuple of them."""
+    if isinstance(name, str) and len(name.replace(",", " ").split()) > 1:
+        return tuple(dynamic(n, dtype) for n in name.replace(",", " ").split())
     if not isinstance(name, str) or not name.isidentifier():
         raise KernelTypeError(f"T.dynamic: name must be an identifier string, got {name!r}", caller_span())
     return Var(name, semantic.check_dtype(dtype, "T.dynamic"))

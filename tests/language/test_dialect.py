@@ -118,3 +118,20 @@ def test_host_helpers():
     assert T.short == "int16" and T.long == "int64"
     assert T.is_float4("float4_e2m1fn") and not T.is_float4("float16")
     assert T.is_f8f6f4_family(T.float8_e4m3) and not T.is_float4_e2m1_unpacked("float4_e2m1fn")
+
+
+def test_dynamic_of_several_names(rng):
+    M, N = T.dynamic("M, N")
+    assert (M.name, N.name) == ("M", "N")
+
+    @T.prim_func
+    def twice(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, 32), threads=128) as bx:
+            for j in T.serial(N):
+                for i in T.Parallel(32):
+                    B[bx * 32 + i, j] = A[bx * 32 + i, j] * 2.0
+
+    a = rng.standard_normal((40, 8)).astype(np.float32)
+    b = np.zeros_like(a)
+    tegula.compile(twice, target="cpu")(a, b)
+    np.testing.assert_allclose(b, a.astype(np.float64) * 2)
