@@ -5,7 +5,7 @@ round every other round), with the GPU's clocks, power and temperature read befo
 then each kernel on fresh input tensors at other addresses.
 
     PYTHONPATH=/tmp/site:$PWD python benchmarks/attn_modes.py --out modes.json [--rounds 10]
-        [--dim 128] [--causal] [--labels default,ws_plain,no_ws,ws_pingpong]
+        [--dim 128] [--causal] [--labels default,ws_plain,no_ws]
 
 If the peers' fast timings come in the same rounds as tegula's fast ones, the GPU (clocks, power)
 moved both; if only one kernel has them, the mode is that kernel's.
@@ -37,8 +37,6 @@ LABELS = {
     "ws_plain": {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: False},
     # TmaPipeline's softmax overlap, no producer warpgroup
     "no_ws": {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True},
-    "ws_pingpong": {"tegula.ws_pingpong": True},
-    "no_pingpong": {"tegula.ws_pingpong": False},
 }
 SMI = "clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active"
 

@@ -58,9 +58,6 @@ WS_TMA_PROLOGUE = {PassConfigKey.TEGULA_WS_TMA_PROLOGUE: True}
 # attention's softmax overlap in warp-specialized form (a TMA producer warpgroup, K and V rings,
 # consumers without a block barrier), forced on at every head dim
 WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
-# the consumer warpgroups of attention's overlap split issuing their gemms in turn (ws_pingpong.py), on / off
-WS_PINGPONG = {PassConfigKey.TEGULA_WS_PINGPONG: True}
-NO_PINGPONG = {PassConfigKey.TEGULA_WS_PINGPONG: False}
 # the accumulator stored from registers (TmaStores' fragment form off: the default before it)
 NO_TMA_STORE = {PassConfigKey.TEGULA_TMA_STORE: False}
 # warp-specialized GEMMs on a persistent grid of one block per SM (WarpSpecialize, persistent_tiles.py)
@@ -219,14 +216,12 @@ def _rounds(row: dict, rounds: int, flops: float, fns: dict) -> None:
 # attention's labels: tegula built with these pass configurations, in this order (None: the default)
 ATTENTION_LABELS = {"wgmma": None, "no_ws": NO_WS, "ws_overlap": WS_OVERLAP, "before_overlap": BEFORE_OVERLAP,
                     "no_block_order": NO_BLOCK_ORDER, "no_overlap": NO_OVERLAP, "tma_no_order": TMA_NO_ORDER,
-                    "ws_tma_prologue": WS_TMA_PROLOGUE, "ws_pingpong": WS_PINGPONG, "no_pingpong": NO_PINGPONG,
+                    "ws_tma_prologue": WS_TMA_PROLOGUE,
                     "wgmma_cpasync": NO_TMA, "mma_sync": MMA_SYNC}
 # labels about the block order, its combinations and the overlap's split form, timed on causal shapes only
 CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
 # labels timed at d128 only (where attention is split by default)
 D128_ONLY = ("ws_tma_prologue",)
-# labels timed at d128 without the causal mask only (the softmax overlap's split, where ping-pong applies)
-FULL_D128_ONLY = ("ws_pingpong", "no_pingpong")
 # labels timed only when --extra names them (the rest of the four combinations of the softmax
 # overlap and the block order, and the GEMM on a persistent grid, measured on 2026-12-01: BENCHMARKS.md)
 EXTRA = ("no_overlap", "tma_no_order", "persistent")
@@ -270,8 +265,7 @@ def attention_section(args):
                 ("tilelang", lambda c: tl_ex.flash_attention(batch, heads, seq, dim, causal, 1, *c)),
             ):
                 if label in args.skip or (label in CAUSAL_ONLY and not causal) or \
-                        (label in EXTRA and label not in args.extra) or (label in D128_ONLY and dim != 128) or \
-                        (label in FULL_D128_ONLY and (dim != 128 or causal)):
+                        (label in EXTRA and label not in args.extra) or (label in D128_ONLY and dim != 128):
                     continue
                 if label == "tilelang":
                     if tl_ex is None:
@@ -310,12 +304,10 @@ def attention_section(args):
                                                       "tilelang_tflops", "mma_sync_tflops", "wgmma_cpasync_tflops",
                                                       "no_ws_tflops", "before_overlap_tflops", "no_block_order_tflops",
                                                       "no_overlap_tflops", "tma_no_order_tflops", "ws_tma_prologue_tflops", "wgmma_tflops",
-                                                      "wgmma_config", "ws_overlap_tflops", "ws_overlap_config", "ws_pingpong_tflops",
-                                                      "no_pingpong_tflops"])
+                                                      "wgmma_config", "ws_overlap_tflops", "ws_overlap_config"])
     if args.rounds:
         table(f"Flash attention forward, interleaved rounds (median of {args.rounds}; TFLOP/s)", rows,
-              ["shape", "dim", "causal"] + [f"{lb}_rounds_tflops" for lb in ("cudnn", "flash", "tilelang", "wgmma",
-                                                                              "ws_pingpong", "no_pingpong")]
+              ["shape", "dim", "causal"] + [f"{lb}_rounds_tflops" for lb in ("cudnn", "flash", "tilelang", "wgmma")]
               + ["wgmma_vs_tilelang_rounds"])
     return rows
 

@@ -29,9 +29,6 @@ HOPPER = {
     "attn128-tma": dict(dim=128, causal=False, configs={"tl.disable_warp_specialized": True}),
     "attn128c-ws": dict(dim=128, causal=True, configs={"tegula.warp_specialize": True}),
     "attn128c-tma": dict(dim=128, causal=True, configs={"tl.disable_warp_specialized": True}),
-    # the consumer warpgroups of the overlap's split in turns (ws_pingpong.py), on and off
-    "attn128-pp": dict(dim=128, causal=False, configs={"tegula.ws_pingpong": True}),
-    "attn128-nopp": dict(dim=128, causal=False, configs={"tegula.ws_pingpong": False}),
 }
 
 

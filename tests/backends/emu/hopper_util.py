@@ -35,10 +35,6 @@ KERNELS: dict[str, Callable[[], Any]] = {
                                                                              num_stages=2, threads=256),
     "flash_attention_ws": lambda: ex("flash_attention").flash_attention(1, 1, 256, 64, block_M=128, num_stages=2,
                                                                         threads=256),
-    # the same with its two consumer warpgroups issuing their gemms in turn (tegula.ws_pingpong:
-    # bar.sync of its own turn, bar.arrive on the next one's)
-    "flash_attention_pingpong": lambda: ex("flash_attention").flash_attention(1, 1, 256, 64, block_M=128,
-                                                                              num_stages=2, threads=256),
     # the accumulator staged through shared memory and stored by TMA (tegula.tma_store)
     "gemm_tma_store": lambda: ex("gemm").matmul.get_tir(128, 256, 128, 128, 128, 32, 2, 256),
     # the default sm_90a GEMM: warp-specialized, one k-tile of wgmma in flight, the accumulator
@@ -64,8 +60,6 @@ NO_WS = {"tl.disable_warp_specialized": True, "tegula.tma_store": False}
 CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": False},
            "flash_attention_overlap": {**NO_WS, "tegula.softmax_overlap": True},
            "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True},
-           "flash_attention_pingpong": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True,
-                                        "tegula.ws_pingpong": True},
            "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True},
            "gemm_ws_tma_store": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True},
            "gemm_persistent": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,

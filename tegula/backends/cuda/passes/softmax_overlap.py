@@ -164,12 +164,11 @@ class Rings:
 
 
 def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: Callable, call_stmt: Callable,
-                 barrier_addr: Callable, rings: Optional[Rings] = None, turns: Any = None) -> Stmt:
+                 barrier_addr: Callable, rings: Optional[Rings] = None) -> Stmt:
     """The loop scheduled as the module docstring shows; with ``rings``, the consumers' side of
     it in a warp-specialized kernel: no loads, no block barrier, and each stage freed on its
     empty barrier once the wgmma reading it has retired (K's after ``wgmma_wait(1)``, V's after
-    ``wgmma_wait(0)``). ``turns`` (:class:`ws_pingpong.Turns`): each block's gemms are issued in
-    the warpgroup's turn (``turns.take()`` before, ``turns.give()`` after)."""
+    ``wgmma_wait(0)``)."""
     lets, g1, l1, l2, g2, early, late = parts
     mb = rings.mb if rings is not None else staged_tiles(early + late, S, new_allocs)
     k, n, start = loop.var, E.as_expr(loop.extent), E.as_expr(loop.start)
@@ -280,10 +279,9 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
     # warp-specialized: no block barrier and no loads here (the producer's), the stages freed as
     # the wgmma reading them retire: K's after G1 of this block, V's after G2 of the previous
     top = [wait(full_e, it)] + ([] if rings is not None else [sync, issue_ahead(it)])
-    take, give = ([turns.take()], [turns.give()]) if turns is not None else ([], [])
-    body = seq(*top, *[stage_a.visit(s) for s in lets], *take,
+    body = seq(*top, *[stage_a.visit(s) for s in lets],
                in_flight(stage_a.visit(g1)), *g2_prev[:-1], in_flight(g2_prev[-1], *(() if l2a else ("no_register_fence",))),
-               *give, wgmma_wait(1, g1.C.buffer), *free_e(it),
+               wgmma_wait(1, g1.C.buffer), *free_e(it),
                *[stage_a.visit(s) for s in l1], wgmma_wait(0, g2.C.buffer, g2.A.buffer, after=l1_frags),
                *free_l(it - 1), *[stage_a.visit(s) for s in l2b])
     ann = serial_annotations(loop)

@@ -86,7 +86,6 @@ from tegula.backends.cuda.passes.persistent_tiles import as_persistent, check_op
 from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, one_block_per_sm, overlap_loop
 from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
 from tegula.backends.cuda.passes.tma_pipeline import _one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
-from tegula.backends.cuda.passes.ws_pingpong import turns_for
 from tegula.backends.cuda.passes import tma_multicast as mc
 
 # registers per thread after setmaxnreg: the producer's and the consumers'
@@ -220,8 +219,7 @@ def _prologue_copies(before: list, rest: list, pinned: Any) -> list[Copy]:
 
 def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0,
                 softmax: Optional[bool] = None, persistent: Optional[int] = None,
-                tma_prologue: Optional[bool] = None, pingpong: Optional[bool] = None,
-                cluster: Any = None) -> Optional[Kernel]:
+                tma_prologue: Optional[bool] = None, cluster: Any = None) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
         return None
@@ -272,8 +270,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     mb = staged_tiles(producers, S, new_allocs)
     tx = Var("tx")
     if att_ws:
-        return _split_attention(k, loop, tx, S, att, mb, new_allocs, lets, before, after, pro,
-                                turns_for(T, substitute(E.as_expr(loop.extent), let_values(lets)), pingpong))
+        return _split_attention(k, loop, tx, S, att, mb, new_allocs, lets, before, after, pro)
     bars = Buffer(f"{loop.var.name}_bars", (2 * S,), dt.uint64, "shared", span=loop.span)
     kv, n, start = loop.var, loop.extent, loop.start
     local = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
@@ -382,11 +379,10 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
 
 
 def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict, new_allocs: dict, lets: list,
-                     before: list, after: list, prologue: tuple, turns: Any = None) -> Kernel:
+                     before: list, after: list, prologue: tuple) -> Kernel:
     """The attention loop split: the producer loads K (the early tiles) and V (the late ones) of
     each key block into rings of their own, each stage waited free on its empty barrier; the
-    consumers run the softmax overlap's schedule (:func:`overlap_loop` with its rings), with
-    ``turns`` (:mod:`.ws_pingpong`) their warpgroups issuing their gemms in turn."""
+    consumers run the softmax overlap's schedule (:func:`overlap_loop` with its rings)."""
     T = k.num_threads
     early, late = att[5], att[6]
     kv, n, start = loop.var, loop.extent, loop.start
@@ -409,21 +405,16 @@ def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict
                     call_stmt("tl::mbarrier_arrive", barrier_addr(full, stage))]
     ann = serial_annotations(loop)
     producer = For(kv, start, n, seq(*produce), "serial", 1, ann, span=loop.span)
-    consumer = overlap_loop(loop, S, att, new_allocs, _one_thread, call_stmt, barrier_addr, rings, turns)
+    consumer = overlap_loop(loop, S, att, new_allocs, _one_thread, call_stmt, barrier_addr, rings)
     bars = tuple(b for b in (rings.full, rings.empty, rings.full_late, rings.empty_late) if b is not None)
     inits = [(b, E.const(s), WARPGROUP if b in (rings.full, rings.full_late) else T) for b in bars for s in range(S)]
-    consume = [*before, consumer, *after] if turns is None else [*before, turns.start(), consumer, *after, turns.end()]
-    split = _split(k, loop, tx, new_allocs, bars, inits, lets, producer, consume, prologue)
-    if turns is None:
-        return split
-    return dataclasses.replace(split, annotations={**split.annotations, "ws_pingpong": turns.warpgroups})
+    return _split(k, loop, tx, new_allocs, bars, inits, lets, producer, [*before, consumer, *after], prologue)
 
 
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
                     overlap: Optional[bool] = None, min_blocks: Optional[int] = None,
                     softmax: Optional[bool] = None, persistent: Any = None,
-                    tma_prologue: Optional[bool] = None, pingpong: Optional[bool] = None,
-                    cluster: Any = None) -> PrimFunc:
+                    tma_prologue: Optional[bool] = None, cluster: Any = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
     consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
     ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
@@ -434,8 +425,7 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
     ``tegula.persistent``, a split loop of gemms runs on a persistent grid of that many blocks
     (True: one per SM), :mod:`.persistent_tiles`); ``tma_prologue``: ``tegula.ws_tma_prologue``,
     the producer loads the tiles copied before the loop, see :func:`_prologue_copies`);
-    ``pingpong``: ``tegula.ws_pingpong``, the consumer warpgroups of the softmax overlap's split
-    issue their gemms in turn (:mod:`.ws_pingpong`); ``cluster``: ``tegula.cluster``, split
+    ``cluster``: ``tegula.cluster``, split
     loops of gemms run in 2-block clusters sharing one operand's tiles by TMA multicast
     (:mod:`.tma_multicast`). Raises ConfigError for a bad ``persistent`` or ``cluster``."""
     blocks = check_option(persistent)
@@ -445,8 +435,7 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks, tma_prologue, pingpong,
-                              cluster)
+            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks, tma_prologue, cluster)
             return k if got is None else got
 
     return M().visit(func)
