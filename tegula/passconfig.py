@@ -106,6 +106,8 @@ class PassConfigKey(str, enum.Enum):
     TEGULA_DROP_BARRIERS = "tegula.drop_barriers"
     # the seed of the Ascend emulator's adversarial pipe order
     TEGULA_NPU_EMU_SEED = "tegula.npu_emu_seed"
+    # the Ascend emulator reports two cores writing identical values to the same GM bytes as a race
+    TEGULA_NPU_EMU_STRICT = "tegula.npu_emu_strict"
     # NPU AutoSchedule's solver: "auto" (z3 when installed), "z3" or "list"
     TEGULA_NPU_SCHEDULER = "tegula.npu_scheduler"
     # sm_90a: keep T.gemm on mma.sync instead of wgmma
@@ -204,6 +206,7 @@ EFFECTS: dict[PassConfigKey, str] = {
                               "InsertSync adds them whenever it runs (TL_ASCEND_AUTO_SYNC, developer-level "
                               "kernels), so the key alone changes nothing",
     K.TEGULA_NPU_EMU_SEED: "ascend-emu: the seed of the adversarial pipe order",
+    K.TEGULA_NPU_EMU_STRICT: "ascend-emu: unordered writes of identical values to the same GM bytes by two cores are races too",
     K.TEGULA_NPU_SCHEDULER: "NPU AutoSchedule: \"auto\" (z3 when installed), \"z3\" or \"list\"",
 }
 

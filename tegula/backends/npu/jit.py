@@ -16,8 +16,10 @@ from tegula.transform.pipeline import Pipeline, check_pipeline
 class NpuEmuArtifact:
     """A lowered NPU kernel and how to run it on the emulator."""
 
-    def __init__(self, lowered: PrimFunc, machine: Any, seed: int, as_warnings: bool):
+    def __init__(self, lowered: PrimFunc, machine: Any, seed: int, as_warnings: bool,
+                 strict: bool = False):
         self.lowered = lowered
+        self.strict = strict
         self.machine = machine
         self.seed = seed
         self.as_warnings = as_warnings
@@ -27,7 +29,7 @@ class NpuEmuArtifact:
         from tegula.backends.npu.emu import execute
 
         execute(self.lowered, [to_numpy(a) if hasattr(a, "shape") else a for a in args],
-                self.machine, self.seed, self.as_warnings)
+                self.machine, self.seed, self.as_warnings, self.strict)
 
 
 class NpuSourceArtifact:
@@ -50,7 +52,8 @@ def build_emu(func: PrimFunc, target: Target, pass_configs: dict,
 
     lowered = check_pipeline(pipeline, target, pass_configs).run(func)
     return NpuEmuArtifact(lowered, machine(target.arch), int(pass_configs.get(PassConfigKey.TEGULA_NPU_EMU_SEED, 0)),
-                          bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)))
+                          bool(pass_configs.get(PassConfigKey.TEGULA_EMU_RACES_AS_WARNINGS)),
+                          bool(pass_configs.get(PassConfigKey.TEGULA_NPU_EMU_STRICT)))
 
 
 def build_pto(func: PrimFunc, target: Target, pass_configs: dict,

@@ -52,8 +52,9 @@ def _memories(k: NpuKernel, m: Any, kind: str) -> dict:
 
 
 def execute(func: PrimFunc, args: Sequence[Any], machine: Any, seed: int = 0,
-            as_warnings: bool = False) -> None:
-    """Run lowered ``func`` on numpy ``args`` (written in place); see the module docstring."""
+            as_warnings: bool = False, strict: bool = False) -> None:
+    """Run lowered ``func`` on numpy ``args`` (written in place); see the module docstring.
+    ``strict``: also report two cores writing identical values to the same GM bytes."""
     if len(args) != len(func.params):
         raise ArgumentError(f"{func.name} takes {len(func.params)} argument(s), got {len(args)}")
     ctx = Ctx()
@@ -75,6 +76,7 @@ def execute(func: PrimFunc, args: Sequence[Any], machine: Any, seed: int = 0,
     kernels: list = []
     post_order_visit(func.body, lambda n: kernels.append(n) if isinstance(n, NpuKernel) else None)
     report = Report()
+    gm = {p.name: a.reshape(-1).view(np.uint8) for p, a in globals_.items() if a.flags.c_contiguous}
     for k in kernels:
         issuer = Issuer(k, ctx, machine)
         cslot, vslot = ctx.slot(k.block_vars[0]), ctx.slot(k.sub_var)
@@ -96,7 +98,7 @@ def execute(func: PrimFunc, args: Sequence[Any], machine: Any, seed: int = 0,
             if ctx.slots.size > _SLOTS:
                 raise AssertionError("the emulator's env is too small for this kernel")
             with np.errstate(all="ignore"):
-                Block(streams, machine, report, seed, c).run()
+                Block(streams, machine, report, seed, c, gm, strict).run()
     if report.items:
         msg = f"the Ascend emulator found {len(report.items)} problem(s):\n  " + "\n  ".join(report.items)
         if as_warnings:

@@ -15,12 +15,17 @@ the kernel computes. Happens-before is tracked with vector clocks (one per pipe 
 joined through flags, barriers and the issue order of the scalar unit); every access is checked
 against earlier ones to the same bytes. Reports name the buffer, the bytes, both pipes and cores,
 and both kernel lines: races, deadlocks (nothing can run and some core is not done), a flag set
-twice before its wait, flags still pending at the end.
+twice before its wait, flags still pending at the end. Two cores writing the same GM bytes with
+no order between them is a race only when the values differ (the hardware's result does not
+depend on the order of identical writes; TileLang-Ascend's developer-mode kernels run their vector
+code on both vector cores and rely on it); ``strict`` reports those too.
 """
 from __future__ import annotations
 
 import random
 from typing import Any, Optional
+
+import numpy as np
 
 from tegula.errors import SyncError
 from tegula.ir.npu import BARRIER_PIPES, PIPES
@@ -63,8 +68,13 @@ class Report:
 class Block:
     """One block: three cores' streams, their queues, clocks, flags and shadow memory."""
 
-    def __init__(self, streams: list, machine: Any, report: Report, seed: int, block: int):
+    def __init__(self, streams: list, machine: Any, report: Report, seed: int, block: int,
+                 gm: Optional[dict] = None, strict: bool = False):
         self.streams = streams
+        # GM bytes by buffer name: two cores writing the same bytes with the same values is no
+        # race (as on the hardware: the result does not depend on their order) unless ``strict``
+        self.gm = gm or {}
+        self.strict = strict
         self.m = machine
         self.report = report
         self.rng = random.Random(seed * 1000003 + block)
@@ -167,8 +177,11 @@ class Block:
         _join(clock, ins.issue_clock)
         clock[t] = clock.get(t, 0) + 1
         if ins.kind == "op":
-            self.check(c, p, ins, clock)
+            deferred = self.check(c, p, ins, clock)
             ins.run()
+            for (key, lo, hi, before), args in deferred:
+                if not np.array_equal(before, self.gm[key[1]][lo:hi]):
+                    self.race(*args)
         elif ins.kind == "set":
             key = (c,) + ins.event + (ins.flag,)
             if key in self.flags:
@@ -207,8 +220,12 @@ class Block:
         return cross_keys(c, flag)
 
     # -- races ----------------------------------------------------------------------------------
-    def check(self, c: int, p: str, ins: Any, clock: dict) -> None:
+    def check(self, c: int, p: str, ins: Any, clock: dict) -> list:
+        """Check ``ins``'s accesses against earlier ones; returns the write-after-write overlaps
+        with another core on GM whose verdict waits for the bytes ``ins`` writes (a race only
+        when they differ from what is there), each with the bytes before it runs."""
         t = (c, p)
+        deferred: list = []
         epoch = clock[t]
         acc = [(k, lo, hi, name, False) for k, lo, hi, name in ins.reads] + \
               [(k, lo, hi, name, True) for k, lo, hi, name in ins.writes]
@@ -222,7 +239,11 @@ class Block:
                     continue
                 if rep <= clock.get(rt, 0):
                     continue
-                self.race(key, name, max(lo, rlo), min(hi, rhi), rins, rt, rw, ins, t, write)
+                args = (key, name, max(lo, rlo), min(hi, rhi), rins, rt, rw, ins, t, write)
+                if rw and write and rc != c and key[0] == "GM" and key[1] in self.gm and not self.strict:
+                    deferred.append(((key, args[2], args[3], self.gm[key[1]][args[2]:args[3]].copy()), args))
+                    continue
+                self.race(*args)
             if win is not None:
                 for (wk, wlo, whi, ww, wins) in win:
                     if wk == key and not (whi <= lo or hi <= wlo) and (ww or write) and wins is not ins:
@@ -232,6 +253,7 @@ class Block:
             if write:  # a write supersedes the records it covers that happen before it
                 recs[:] = [r for r in recs if not (lo <= r[0] and r[1] <= hi and r[4] <= clock.get(r[3], 0))]
             recs.append((lo, hi, write, t, epoch, ins, c))
+        return deferred
 
     def race(self, key: tuple, name: str, lo: int, hi: int, a: Any, ta: tuple, aw: bool, b: Any,
              tb: tuple, bw: bool, same_pipe: bool = False) -> None:
