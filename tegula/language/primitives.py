@@ -400,11 +400,27 @@ def _atomic(kind: str) -> Any:
                   use_tma: bool = False) -> None:
         what = f"T.atomic_{kind}"
         b = current(what)
-        b.require_kernel(what)
+        k = b.require_kernel(what)
+        if return_prev:
+            return _atomic_prev(what, kind, k, dst, value)
         b.emit(TILE_RULES.require(Atomic, "check", "the language")(kind, dst, value))
 
     atomic_op.__name__ = f"atomic_{kind}"
     return atomic_op
+
+
+def _atomic_prev(what: str, kind: str, k: Any, dst: Any, value: Any) -> E.Expr:
+    """``T.atomic_add(X[i], v, return_prev=True)``: the update as an expression whose value is
+    ``X[i]`` before it (thread-level code: each thread makes its own update)."""
+    if k.thread_var is None or current().in_parallel:
+        raise ScopeError(f"{what}(..., return_prev=True) returns each thread's previous value; it "
+                         "needs thread-level code", hint="bind the thread index with T.get_thread_binding()")
+    if not isinstance(dst, E.BufferLoad) or dst.buffer.scope not in ("global", "shared", "shared.dyn"):
+        raise KernelTypeError(f"{what}(..., return_prev=True) takes one element of a global or shared "
+                              f"buffer, got {semantic.describe(dst)}")
+    semantic._atomic_dtype(what, dst.dtype)
+    return E.Builtin(f"tl::atomic_{kind}", (E.Builtin("address_of", (dst,), dt.int64),
+                                            E.cast(dst.dtype, value)), dst.dtype)
 
 
 atomic_add = _atomic("add")

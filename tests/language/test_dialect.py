@@ -135,3 +135,42 @@ def test_dynamic_of_several_names(rng):
     b = np.zeros_like(a)
     tegula.compile(twice, target="cpu")(a, b)
     np.testing.assert_allclose(b, a.astype(np.float64) * 2)
+
+
+def test_atomic_add_return_prev(target, rng):
+    """Each thread's T.atomic_add(..., return_prev=True) returns the count before its own update,
+    so the positive elements' threads get the slots 0..n-1 (a stream compaction)."""
+    @T.prim_func
+    def compact(A: T.Tensor((64,), "int32"), P: T.Tensor((64,), "int32"), C: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding()
+            S = T.alloc_shared((1,), "int32")
+            if tx == 0:
+                S[0] = 0
+            T.sync_threads()
+            if A[tx] > 0:
+                pos = T.atomic_add(S[0], 1, return_prev=True)
+                P[pos] = tx
+            T.sync_threads()
+            if tx == 0:
+                C[0] = S[0]
+
+    k = built(compact, target)
+    a = rng.integers(-3, 3, 64).astype(np.int32)
+    p, c = np.full(64, -1, np.int32), np.zeros(1, np.int32)
+    dp, dc = to_device(target, p, c)
+    k(*to_device(target, a), dp, dc)
+    p, c = to_host(dp), to_host(dc)
+    n = int((a > 0).sum())
+    assert c[0] == n and sorted(p[:n].tolist()) == np.flatnonzero(a > 0).tolist() and (p[n:] == -1).all()
+
+
+def test_atomic_return_prev_needs_thread_level_code():
+    with pytest.raises(tegula.errors.ScopeError, match="return_prev=True") as e:
+        @T.prim_func
+        def bad(A: T.Tensor((64,), "int32")):
+            with T.Kernel(1, threads=64):
+                S = T.alloc_shared((1,), "int32")
+                p = T.atomic_add(S[0], 1, return_prev=True)
+                A[0] = p
+    assert "p = T.atomic_add(S[0], 1, return_prev=True)" in str(e.value)

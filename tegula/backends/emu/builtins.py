@@ -362,9 +362,24 @@ def _atomic(e: E.Builtin, ctx: Ctx) -> CExpr:
                 check_tma_sources(st, info, arr, f, got, span)
             ufunc.at(arr, f, vals[:, 0])  # one update per thread, in thread order
         out = np.zeros(n, info.np)
-        out[got] = old[:, 0]
+        # local arrays are per thread: equal flat indices of two threads are different elements
+        out[got] = old[:, 0] if info.scope == "local" else _previous(ufunc, f, old[:, 0], vals[:, 0])
         return out
     return CExpr(atomic, True)
+
+
+def _previous(ufunc: Any, flat: np.ndarray, old: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """The value each thread's atomic returns: the element before its own update, the updates of
+    the threads before it (thread order) to the same element included."""
+    if len(np.unique(flat)) == len(flat):
+        return old
+    out = old.copy()
+    seen: dict = {}
+    for j, a in enumerate(flat.tolist()):
+        cur = seen.get(a, old[j])
+        out[j] = cur
+        seen[a] = ufunc(cur, vals[j])
+    return out
 
 
 _LENGTH = re.compile(r"%([-+ #0]*\d*(?:\.\d+)?)(?:hh|h|ll|l|z)?([diouxXeEfgGcs%])")
