@@ -91,7 +91,7 @@ class _Verifier(Visitor):
         # the thread index after lowering; an NPU kernel's vector-core index (tegula.ir.npu)
         extra = tuple(v for v in (getattr(k, "thread_var", None), getattr(k, "sub_var", None))
                       if v is not None)
-        # the TMA tensor maps lowering made kernel parameters (tegula.backends.cuda.passes.lower_tma)
+        # the TMA tensor maps lowering made kernel parameters (tegula.backends.cuda.passes.lower_tile_ops.lower_tma)
         extra += tuple(m.var for m in k.annotations.get("tma_maps") or ())
         for v in k.block_vars + extra:
             self.define_var(v, k)

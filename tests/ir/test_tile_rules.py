@@ -111,7 +111,7 @@ def test_an_op_registered_outside_the_package_runs_everywhere(rng):
 
     @tile_rule(Flip, "cuda")
     def _cuda(ctx, s):
-        from tegula.backends.cuda.passes.lowering_context import strided
+        from tegula.backends.cuda.passes.lower_tile_ops.context import strided
 
         buf = s.src.buffer
         return strided(ctx, s.src, lambda idx: ctx.store(buf, idx, -ctx.load(buf, idx)))

@@ -154,7 +154,7 @@ def _module_from_cache(func: PrimFunc, source: str, meta: dict) -> Optional[Cuda
         grid = tuple(k.grid) + (1,) * (3 - len(k.grid))
         infos.append(KernelInfo(m["name"], grid, tuple(m["block"]), int(m["dynamic_smem_bytes"])))
     params = _params(func)
-    from tegula.backends.cuda.passes.lower_tma import TmaMap
+    from tegula.backends.cuda.passes.lower_tile_ops.lower_tma import TmaMap
     from tegula.ir import dtype as dt
     from tegula.ir.expr import Var
 

@@ -340,7 +340,7 @@ def test_fp8_gemm_compiles_to_wgmma_k32(cfg, tmp_path):
 
 def test_fp8_gemm_with_a_transposed_keeps_cuda_cores(rng):
     """wgmma's fp8 form reads both operands K-major; other forms stay on the old path."""
-    from tegula.backends.cuda.passes.lower_wgmma import wgmma_layout
+    from tegula.backends.cuda.passes.lower_tile_ops.lower_wgmma import wgmma_layout
     from tegula.ir.visitor import post_order_visit
 
     f = _fp8_gemm(256, 256, 256, 64, 64, 64, 2, 128)

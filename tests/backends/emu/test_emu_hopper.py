@@ -467,7 +467,7 @@ def test_overlapped_consumers_drain_before_the_epilogue(rng):
 # -- TMA stores (hand-built thread-level IR: the lowering emits none yet) ----------------------
 
 def _tma_store_kernel(fence=True, wait=True, overwrite=False, empty_group=False):
-    from tegula.backends.cuda.passes.lower_tma import TmaMap
+    from tegula.backends.cuda.passes.lower_tile_ops.lower_tma import TmaMap
     from tegula.ir.buffer import Buffer
     from tegula.ir.expr import Builtin, Var, const
     from tegula.ir.span import Span

@@ -416,7 +416,7 @@ def choose_shared_layouts(kernel: Kernel, threads: Optional[int] = None) -> dict
     post_order_visit(kernel.body, see)
     out.update(_tma_store_tiles(kernel, out))
     if kernel.annotations.get("wgmma"):  # marked by UseWgmma (sm_90a)
-        from tegula.backends.cuda.passes.lower_wgmma import wgmma_shared_layouts
+        from tegula.backends.cuda.passes.lower_tile_ops.lower_wgmma import wgmma_shared_layouts
 
         gemms: list = []
         post_order_visit(kernel.body, lambda n: gemms.append(n) if isinstance(n, Gemm) else None)
@@ -448,7 +448,7 @@ def _tma_store_tiles(kernel: Kernel, chosen: dict) -> dict:
 def wgmma_gemms(gemms: list, T: int, layout_map: dict) -> dict:
     """The gemms that run on wgmma, with their accumulator layouts: those ``wgmma_layout`` gives
     a layout, unless their accumulator is shared with a gemm it does not."""
-    from tegula.backends.cuda.passes.lower_wgmma import wgmma_layout
+    from tegula.backends.cuda.passes.lower_tile_ops.lower_wgmma import wgmma_layout
 
     # shared tiles whose layout is fixed otherwise (T.annotate_layout), accumulators likewise
     pinned = frozenset(b for b, lay in layout_map.items() if b.is_shared and not isinstance(lay, WgmmaShared))

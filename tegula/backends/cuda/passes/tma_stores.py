@@ -38,7 +38,7 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, Atomic, AttrStmt, BufferStore, Copy
                             PrimFunc, Reduce, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit, uses_var
 from tegula.backends.cuda.machine import smem_limit
-from tegula.backends.cuda.passes.lowering_context import whole
+from tegula.backends.cuda.passes.lower_tile_ops.context import whole
 from tegula.backends.cuda.passes.plan_shared_memory import align
 from tegula.backends.cuda.passes.tma_pipeline import tma_box_ok, tma_store_ok
 

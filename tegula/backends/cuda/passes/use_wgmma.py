@@ -1,7 +1,7 @@
 """UseWgmma: mark the kernels of a function for Hopper's warpgroup MMA (sm_90a targets only).
 
 The mark (``Kernel.annotations["wgmma"] = True``, on kernels with a ``T.gemm``) tells layout inference that ``T.gemm`` may run
-on ``wgmma.mma_async``: gemms that :func:`~tegula.backends.cuda.passes.lower_wgmma.wgmma_layout`
+on ``wgmma.mma_async``: gemms that :func:`~tegula.backends.cuda.passes.lower_tile_ops.lower_wgmma.wgmma_layout`
 gives a layout get the wgmma accumulator layout and their shared operands the wgmma swizzled layout; the
 others keep ``mma.sync``. The pipeline runs this pass on sm_90a unless the pass config
 ``tegula.disable_wgmma`` is set. Nothing else in the IR changes::

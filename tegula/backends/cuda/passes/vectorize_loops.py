@@ -23,7 +23,7 @@ from tegula.arith.simplify import const_int, simplify
 from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import BufferStore, Evaluate, For, PrimFunc, SeqStmt, Stmt, seq
 from tegula.ir.visitor import Mutator, collect_vars, substitute
-from tegula.backends.cuda.passes.lowering_context import addr, call
+from tegula.backends.cuda.passes.lower_tile_ops.context import addr, call
 
 VECTOR_BYTES = (16, 8, 4)
 

@@ -32,15 +32,15 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, Break, BufferStore, Conti
                             Kernel, LetStmt, PrimFunc, SeqStmt, Stmt, TileOp, While, seq)
 from tegula.ir.tile_rules import TILE_RULES
 from tegula.ir.visitor import Mutator
-from tegula.backends.cuda.passes import lower_atomic, lower_copy, lower_fill, lower_gemm  # noqa: F401
-from tegula.backends.cuda.passes import lower_print, lower_reduce  # noqa: F401 (register rules)
+from tegula.backends.cuda.passes.lower_tile_ops import lower_atomic, lower_copy, lower_fill, lower_gemm  # noqa: F401
+from tegula.backends.cuda.passes.lower_tile_ops import lower_print, lower_reduce  # noqa: F401 (register rules)
 from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, infer_layouts
-from tegula.backends.cuda.passes.lower_parallel import lower_parallel
+from tegula.backends.cuda.passes.lower_tile_ops.lower_parallel import lower_parallel
 from tegula.backends.cuda.passes.pipeline_copies import serial_annotations
-from tegula.backends.cuda.passes.lowering_context import (Ctx, block_expr, per_thread, require_rows,
+from tegula.backends.cuda.passes.lower_tile_ops.context import (Ctx, block_expr, per_thread, require_rows,
                                                           varies)
 from tegula.transform.thread_variance import thread_variance, warn_uniform_adds
-from tegula.backends.cuda.passes.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain, tma_only_tiles
+from tegula.backends.cuda.passes.lower_tile_ops.lower_wgmma import WGMMA_SMEM_ALIGN, lower_wgmma_drain, tma_only_tiles
 from tegula.layout.wgmma import WgmmaShared
 
 

@@ -21,7 +21,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.expr import Expr
 from tegula.ir.stmt import Atomic, Evaluate, IfThenElse, Stmt
 from tegula.ir.tile_rules import tile_rule
-from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, block_expr, call, guard_primary,
+from tegula.backends.cuda.passes.lower_tile_ops.context import (Ctx, addr, block_expr, call, guard_primary,
                                                           region_index, strided, whole)
 
 _ATOMIC_FN = {"add": "tl::atomic_add", "max": "tl::atomic_max", "min": "tl::atomic_min"}

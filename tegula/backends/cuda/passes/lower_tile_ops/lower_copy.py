@@ -22,7 +22,7 @@ from tegula.ir.expr import BufferLoad, Expr
 from tegula.ir.stmt import Copy, Evaluate, IfThenElse, Stmt, seq
 from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import unflatten
-from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, guard_primary,
+from tegula.backends.cuda.passes.lower_tile_ops.context import (Ctx, addr, call, guard_primary,
                                                           region_index, whole)
 
 
@@ -52,11 +52,11 @@ def _tile_idx(r: BufferRegion, buf_idx: tuple) -> tuple:
 @tile_rule(Copy, "cuda")
 def lower_copy(ctx: Ctx, c: Copy) -> Stmt:
     if "tma_bar" in c.annotations:  # marked by TmaPipeline (sm_90a) or written as T.tma_copy
-        from tegula.backends.cuda.passes.lower_tma import lower_tma_copy
+        from tegula.backends.cuda.passes.lower_tile_ops.lower_tma import lower_tma_copy
 
         return lower_tma_copy(ctx, c, lambda plain: lower_copy(ctx, plain))
     if "tma_store" in c.annotations:  # marked by TmaStores (sm_90a)
-        from tegula.backends.cuda.passes.lower_tma import lower_tma_store
+        from tegula.backends.cuda.passes.lower_tile_ops.lower_tma import lower_tma_store
 
         return lower_tma_store(ctx, c, lambda plain: lower_copy(ctx, plain))
     s, d = c.src, c.dst

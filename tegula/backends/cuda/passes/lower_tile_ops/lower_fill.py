@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from tegula.ir.stmt import Fill, IfThenElse, Stmt
 from tegula.ir.tile_rules import tile_rule
-from tegula.backends.cuda.passes.lowering_context import Ctx, strided, whole
+from tegula.backends.cuda.passes.lower_tile_ops.context import Ctx, strided, whole
 
 
 @tile_rule(Fill, "cuda")

@@ -25,8 +25,8 @@ from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import MmaLayout
 from tegula.layout.mma import a_lane_offsets, b_lane_offsets
 from tegula.layout.wgmma import WgmmaLayout
-from tegula.backends.cuda.passes.lower_wgmma import lower_wgmma
-from tegula.backends.cuda.passes.lowering_context import (Ctx, addr, call, region_index,
+from tegula.backends.cuda.passes.lower_tile_ops.lower_wgmma import lower_wgmma
+from tegula.backends.cuda.passes.lower_tile_ops.context import (Ctx, addr, call, region_index,
                                                           require_rows, whole)
 
 _MMA = {"float16": "tl::mma_m16n8k16_f16_f32", "bfloat16": "tl::mma_m16n8k16_bf16_f32",

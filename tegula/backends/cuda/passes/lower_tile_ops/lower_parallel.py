@@ -34,7 +34,7 @@ from tegula.ir.tile_rules import TILE_RULES
 from tegula.ir.visitor import Mutator, post_order_visit, substitute
 from tegula.layout.fragment import ColsDivided, FlatLayout, Fragment, unflatten
 from tegula.backends.cuda.passes.layout_inference import fragment_accesses, loop_pattern, packed_cols
-from tegula.backends.cuda.passes.lowering_context import Ctx, primary
+from tegula.backends.cuda.passes.lower_tile_ops.context import Ctx, primary
 
 
 def _frag_accesses(body: Stmt) -> list[tuple[Buffer, tuple, bool]]:

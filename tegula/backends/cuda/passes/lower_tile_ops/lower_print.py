@@ -14,7 +14,7 @@ from tegula.ir import expr as E
 from tegula.ir.expr import Builtin
 from tegula.ir.stmt import Evaluate, IfThenElse, Print, Stmt
 from tegula.ir.tile_rules import tile_rule
-from tegula.backends.cuda.passes.lowering_context import Ctx, block_expr
+from tegula.backends.cuda.passes.lower_tile_ops.context import Ctx, block_expr
 
 
 @tile_rule(Print, "cuda")

@@ -21,7 +21,7 @@ from tegula.ir.combiners import COMBINERS
 from tegula.ir.stmt import BufferStore, CumSum, For, IfThenElse, Reduce, Stmt, seq
 from tegula.ir.tile_rules import tile_rule
 from tegula.layout.fragment import MmaLayout, RowLayout, RowsOf
-from tegula.backends.cuda.passes.lowering_context import (Ctx, region_index, sync, whole)
+from tegula.backends.cuda.passes.lower_tile_ops.context import (Ctx, region_index, sync, whole)
 
 def _init(kind: str, t: dt.DType) -> Expr:
     """What the accumulator starts from: the identity of the kind's combiner."""

@@ -35,7 +35,7 @@ from tegula.errors import UnsupportedError
 from tegula.ir.stmt import AttrStmt, Copy, Evaluate, IfThenElse, Stmt, seq
 from tegula.layout.shared import RowMajor, Swizzled
 from tegula.layout.wgmma import WgmmaShared
-from tegula.backends.cuda.passes.lowering_context import Ctx, addr, call, region_index, sync
+from tegula.backends.cuda.passes.lower_tile_ops.context import Ctx, addr, call, region_index, sync
 
 # the copy engine's swizzle modes (CUtensorMapSwizzle) by swizzle width in bytes
 TMA_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}

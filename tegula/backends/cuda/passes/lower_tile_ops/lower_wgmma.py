@@ -37,7 +37,7 @@ from tegula.ir.expr import BufferLoad
 from tegula.ir.stmt import BufferStore, Copy, Evaluate, Gemm, Stmt, seq
 from tegula.ir.visitor import Visitor
 from tegula.layout.wgmma import SWIZZLE_MODE, WgmmaLayout, WgmmaShared
-from tegula.backends.cuda.passes.lowering_context import Ctx, addr, call, region_index, sync, whole
+from tegula.backends.cuda.passes.lower_tile_ops.context import Ctx, addr, call, region_index, sync, whole
 
 WGMMA_INPUTS = ("float16", "bfloat16")
 WGMMA_FP8 = ("float8_e4m3", "float8_e5m2")  # k32, A and B both K-major in shared memory
