@@ -255,6 +255,15 @@ def disjoint(records: list, size: int) -> bool:
             continue  # each block wrote inside a range of its own
         flat = np.concatenate([f for f, _ in parts]).astype(np.int64)
         blocks = np.concatenate([b for _, b in parts]).astype(np.int64)
+        base, span = int(lo[used].min()), int(hi[used].max() - lo[used].min()) + 1
+        if span <= max(64 * flat.size, 1 << 24):
+            # each element remembers its last writer; an element two blocks wrote shows the other
+            # one at that block's write (np.empty: only the pages written are ever touched)
+            owner = np.empty(span, np.int32)
+            owner[flat - base] = blocks
+            if np.any(owner[flat - base] != blocks):
+                return False
+            continue
         key = np.sort(flat * size + blocks)
         elems, who = key // size, key % size
         if np.any((elems[1:] == elems[:-1]) & (who[1:] != who[:-1])):

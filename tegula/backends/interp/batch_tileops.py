@@ -110,11 +110,34 @@ class BatchRegion:
                 if src is not None:
                     tile[lead + dst] = a[lead + src]
             return tile if self.stacked else np.broadcast_to(tile, (size,) + tile.shape)
+        tile = self._windows(a, st, ex)
+        if tile is not None:
+            return tile
         ix, valid = self._index(a, st, ex)
         tile = a[ix]
         if valid is not None:
             tile = np.where(valid, tile, np.zeros((), a.dtype))
         return tile
+
+    def _windows(self, a: np.ndarray, st: list, ex: list) -> Optional[np.ndarray]:
+        """The tiles at per-block starts, every one inside the array, gathered as whole windows
+        (a view of every ``ex``-sized window, indexed by the starts: rows are copied, not
+        elements by index arrays); None when some tile crosses the array's bounds."""
+        size, nd = self.size, self.nd
+        shape = a.shape[1:] if self.stacked else a.shape
+        if not nd or any(e <= 0 for e in ex):
+            return None
+        starts = []
+        for s, e, n in zip(st, ex, shape):
+            lo, hi = (int(s.min()), int(s.max())) if isinstance(s, np.ndarray) else (s, s)
+            if lo < 0 or hi + e > n:
+                return None
+            starts.append(s if isinstance(s, np.ndarray) else np.full(size, s, np.int64))
+        axes = tuple(range(1, nd + 1)) if self.stacked else tuple(range(nd))
+        windows = np.lib.stride_tricks.sliding_window_view(a, tuple(ex), axis=axes)
+        if self.stacked:
+            starts.insert(0, np.arange(size))
+        return windows[tuple(starts)]
 
     def write(self, env: list, tile: np.ndarray, mask: Optional[np.ndarray]) -> None:
         """Store one tile per block, dropping out-of-bounds elements and inactive blocks."""

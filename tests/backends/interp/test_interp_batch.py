@@ -414,3 +414,38 @@ def test_a_bug_running_the_batch_is_an_internal_error_and_memory_is_put_back(mon
         with config.override(interp_batch=64):
             execute(k, [rand((64,)), y])
     assert np.isnan(y).all()   # the batch's stores were put back
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_tiles_at_per_block_starts_and_writes_spread_over_a_buffer(collide: bool) -> None:
+    # each block reads a tile at its own (row, column) start (gathered as windows) and writes it
+    # transposed into a tile of a large output: the writes of a batch lie far apart. With
+    # ``collide`` blocks 2i and 2i+1 write one tile: the batch runs again block by block and
+    # the odd block (launched last) wins
+    G, t = 6, 16
+
+    @T.prim_func
+    def k(A: T.Tensor((G * t, G * t), "float32"), Out: T.Tensor((G * t, G * t), "float32")):
+        with T.Kernel(G, G, threads=32) as (bx, by):
+            tile = T.alloc_shared((t, t), "float32")
+            T.copy(A[by * t, bx * t], tile)
+            for i, j in T.Parallel(t, t):
+                if collide:
+                    Out[(bx // 2) * t + j, by * t + i] = tile[i, j] + 1.0
+                else:
+                    Out[bx * t + j, by * t + i] = tile[i, j] + 1.0
+
+    a = rand((G * t, G * t))
+    out = np.full((G * t, G * t), np.nan, np.float32)
+    if not collide:
+        got = check(k, [a, out], sizes=(64, 4))[1]
+        assert same_bits(got, (a + np.float32(1)).T.copy())
+        return
+    got, n = run(k, [a, out], 64)
+    assert n["single"] > 0
+    ref = np.full_like(out, np.nan)
+    for by in range(G):
+        for bx in range(G):
+            ref[(bx // 2) * t:(bx // 2) * t + t, by * t:by * t + t] = \
+                (a[by * t:by * t + t, bx * t:bx * t + t] + np.float32(1)).T
+    assert same_bits(got[1], ref)
