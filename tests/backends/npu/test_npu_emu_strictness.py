@@ -49,3 +49,35 @@ def test_different_values_from_both_vector_cores_are_a_race():
                        pass_configs={"tl.ascend_auto_sync": True})
     with pytest.raises(RaceError, match="write after write.*'B'.*AIV"):
         k(A, B)
+
+
+def one_stage_parallel():
+    @T.prim_func
+    def main(A: T.Tensor((32, 64), "float32"), B: T.Tensor((32, 64), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            u = T.alloc_ub((2, 16, 64), "float32")
+            v = T.alloc_ub((16, 64), "float32")
+            with T.Scope("V"):
+                T.copy(A[0:16, :], u[0, :, :])
+                T.set_flag("mte2", "v", 0)
+                T.wait_flag("mte2", "v", 0)
+                T.copy(A[16:32, :], u[1, :, :])  # MTE2 fills stage 1 while V reads stage 0
+                for i, j in T.Parallel(16, 64):
+                    v[i, j] = u[0, i, 63 - j] * 2
+                T.set_flag("v", "mte3", 0)
+                T.wait_flag("v", "mte3", 0)
+                T.copy(v, B[0:16, :])
+                T.set_flag("mte2", "mte3", 0)
+                T.wait_flag("mte2", "mte3", 0)
+                T.copy(u[1, :, :], B[16:32, :])
+    return main
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_parallel_footprint_is_the_region_it_touches(seed):
+    A = torch.randn(32, 64)
+    B = torch.full((32, 64), float("nan"))
+    tegula.compile(one_stage_parallel(), target="ascend-emu:a2a3",
+                   pass_configs={"tegula.npu_emu_seed": seed})(A, B)
+    a = A.double().numpy()
+    np.testing.assert_allclose(B.double().numpy(), np.concatenate([a[:16, ::-1] * 2, a[16:]]), rtol=1e-6)

@@ -156,17 +156,87 @@ class Issuer:
         snap = list(self.env)
         reads: list = []
         writes: list = []
+        boxes = self._parallel_boxes(s)
         for r, write in region_accesses(s):
             b = r.buffer
-            snap[self.ctx.slot(b)] = self.mem.elems(b).reshape(tuple(b.shape))
-            lo = self.offsets[b]
-            entry = (self.mem.key(b, self.core), lo, lo + buffer_bytes(b, self.layouts), b.name)
-            (writes if write else reads).append(entry)
+            shape = self._shape(b)
+            snap[self.ctx.slot(b)] = self.mem.elems(b).reshape(shape)
+            lo, hi = self._box_bytes(b, shape, boxes.get((b, write)))
+            (writes if write else reads).append((self.mem.key(b, self.core), lo, hi, b.name))
 
         def run() -> None:
             snap[MASK] = None
             fn(snap)
         return Instr("op", "V", s, run, reads, writes)
+
+    def _shape(self, buf: Any) -> tuple:
+        return tuple(int(d) if isinstance(d, int) else int(self.val(d, self.env)) for d in buf.shape)
+
+    def _parallel_boxes(self, s: For) -> dict:
+        """(buffer, write) -> (lowest, highest) index per dimension that the T.Parallel nest
+        ``s`` touches, its loop variables ranging over their extents and every other scalar at
+        its value now; a buffer whose indices cannot be evaluated that way is left out (then
+        its whole storage counts as touched)."""
+        env = list(self.env)
+        loops, body, ndim = [], s, 0
+        while isinstance(body, For) and body.kind == "parallel":
+            loops.append(body)
+            body = body.body
+        ndim = len(loops)
+        for d, lp in enumerate(loops):
+            b0, n = int(self.val(lp.start, env)), int(self.val(lp.extent, env))
+            if n <= 0:
+                return {}
+            env[self.ctx.slot(lp.var)] = np.arange(b0, b0 + n).reshape((1,) * d + (n,) + (1,) * (ndim - d - 1))
+        boxes: dict = {}
+        bad: set = set()
+
+        def visit(n: Any) -> None:
+            from tegula.ir.expr import BufferLoad
+
+            if not isinstance(n, (BufferLoad, BufferStore)) or n.buffer.scope == "local.var":
+                return
+            key = (n.buffer, isinstance(n, BufferStore))
+            if key in bad:
+                return
+            try:
+                lows, highs = [], []
+                for e in n.indices:
+                    v = np.asarray(self.val(e, env))
+                    lows.append(int(v.min()))
+                    highs.append(int(v.max()))
+            except Exception:  # an index the scalar rules cannot evaluate over arrays
+                bad.add(key)
+                boxes.pop(key, None)
+                return
+            old = boxes.get(key)
+            if old is not None:
+                lows = [min(a, b) for a, b in zip(old[0], lows)]
+                highs = [max(a, b) for a, b in zip(old[1], highs)]
+            boxes[key] = (lows, highs)
+        from tegula.ir.visitor import post_order_visit
+
+        post_order_visit(body, visit)
+        return boxes
+
+    def _box_bytes(self, buf: Any, shape: tuple, box: Optional[tuple]) -> tuple:
+        """The byte range (in its memory) of the elements of ``buf`` in ``box`` (whole when None)."""
+        item = buf.dtype.itemsize
+        if buf.scope == "global":
+            total = int(np.prod(shape)) * item
+            if box is None or len(box[0]) != len(shape):
+                return 0, total
+            strides = np.cumprod((1,) + shape[::-1])[:-1][::-1]
+            lo = sum(max(0, min(a, n - 1)) * st for a, n, st in zip(box[0], shape, strides))
+            hi = sum(max(0, min(a, n - 1)) * st for a, n, st in zip(box[1], shape, strides))
+            return int(lo) * item, (int(hi) + 1) * item
+        base = self.offsets[buf]
+        if box is None or len(box[0]) != len(shape) or \
+                any(a < 0 or b >= n for a, b, n in zip(box[0], box[1], shape)):
+            return base, base + buffer_bytes(buf, self.layouts)
+        imap = self.layouts.get(buf, ND).index_map(shape)
+        idx = imap[tuple(slice(a, b + 1) for a, b in zip(*box))]
+        return base + int(idx.min()) * item, base + (int(idx.max()) + 1) * item
 
     def region(self, r: BufferRegion, node: Any) -> tuple:
         """(index array of the region's elements in the buffer's storage, valid mask or None,
