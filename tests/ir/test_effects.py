@@ -5,9 +5,10 @@ from dataclasses import dataclass
 import pytest
 
 import tegula.language as T
-from tegula.backends.cuda.passes.insert_barriers import accesses, insert_barriers
-from tegula.backends.cuda.passes.pipeline_copies import written_buffers
-from tegula.backends.cuda.passes.smem_liveness import liveness
+from tegula.backends.cuda.analysis.pipelined_loop import written_buffers
+from tegula.backends.cuda.analysis.shared_access import accesses
+from tegula.backends.cuda.passes.insert_barriers import insert_barriers
+from tegula.backends.cuda.analysis.smem_liveness import liveness
 from tegula.backends.interp.batch import refusal
 from tegula.ir import dtype as dt
 from tegula.ir import effects as fx

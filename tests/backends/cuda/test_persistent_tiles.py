@@ -10,7 +10,7 @@ import pytest
 
 import tegula
 from tegula.backends.cuda.compiler import available_backends
-from tegula.backends.cuda.passes.persistent_tiles import PERSISTENT_BLOCKS, tile_coords
+from tegula.backends.cuda.analysis.persistent_tiles import PERSISTENT_BLOCKS, tile_coords
 from tegula.backends.cuda.pipeline import lower
 from tegula.errors import ConfigError
 from tegula.ir import expr as E

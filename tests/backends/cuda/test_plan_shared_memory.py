@@ -5,7 +5,7 @@ import pytest
 
 import tegula
 import tegula.language as T
-from tegula.backends.cuda.passes.insert_barriers import _is_sync
+from tegula.backends.cuda.analysis.shared_access import is_sync
 from tegula.backends.cuda.pipeline import lower
 from tegula.ir.stmt import Kernel
 from tegula.target import Target
@@ -102,8 +102,8 @@ def test_a_buffer_used_after_a_loop_takes_the_bytes_of_one_used_in_it():
     # merging O_s needs a barrier after the loop: the planner put one in front of O_s's copy
     stmts = k.body.stmts
     first_o = next(i for i, s in enumerate(stmts) if "O_s" in repr(s))
-    assert _is_sync(stmts[first_o - 1])
-    assert not any(_is_sync(s) for s in offsets(decode(), cfg=NO_REUSE)[1].body.stmts[first_o - 4:first_o])
+    assert is_sync(stmts[first_o - 1])
+    assert not any(is_sync(s) for s in offsets(decode(), cfg=NO_REUSE)[1].body.stmts[first_o - 4:first_o])
 
 
 def test_reduction_scratch_inside_a_loop_is_shared_between_reductions():
@@ -165,7 +165,7 @@ def two_phases(X: T.Tensor((256,), "float32"), Y: T.Tensor((256,), "float32")):
 def test_a_barrier_goes_in_where_sharing_needs_one(rng, target):
     off, k = offsets(two_phases)
     assert off["a"][0] == off["b"][0]
-    assert sum(map(_is_sync, k.body.stmts)) == 3  # after a's copy, before b's writes, before b's reads
+    assert sum(map(is_sync, k.body.stmts)) == 3  # after a's copy, before b's writes, before b's reads
     x = rng.standard_normal(256).astype(np.float32)
     y = tegula.compile(two_phases, out_idx=[-1], target=target)(x)
     np.testing.assert_array_equal(y.astype(np.float64),

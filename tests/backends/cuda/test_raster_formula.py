@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tegula.backends.cuda.codegen import codegen
-from tegula.backends.cuda.passes.persistent_tiles import tile_coords
+from tegula.backends.cuda.analysis.persistent_tiles import tile_coords
 from tegula.backends.emu import _logical
 from tegula.ir import expr as E
 from tegula.ir.raster import strips

@@ -25,21 +25,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from tegula.ir import dtype as dt
-from tegula.ir.effects import builtin_effects, pointed_buffer
-from tegula.ir.expr import Builtin, BufferLoad, Const, Var, const
-from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, BufferStore, Evaluate, For, IfThenElse, Kernel,
+from tegula.ir.expr import Builtin, Var, const
+from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, Evaluate, For, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, While, seq)
-from tegula.ir.visitor import Mutator, Visitor, uses_var
-from tegula.backends.cuda.passes.disjoint_stores import iterations_disjoint
-
-
-
-def _is_sync(s: Stmt, name: str = "sync_threads", bar_id: Optional[int] = None) -> bool:
-    """``s`` is the barrier ``name`` (with ``bar_id``: the named barrier of that id, not another
-    one, such as the turns of ping-pong warpgroups)."""
-    if not (isinstance(s, Evaluate) and isinstance(s.value, Builtin) and s.value.name == name):
-        return False
-    return bar_id is None or (isinstance(s.value.args[0], Const) and s.value.args[0].value == bar_id)
+from tegula.ir.visitor import Mutator, uses_var
+from tegula.backends.cuda.analysis.disjoint_stores import iterations_disjoint
+from tegula.backends.cuda.analysis.shared_access import accesses, barrier, is_sync
 
 
 def _region_pair(s: IfThenElse) -> bool:
@@ -47,54 +38,6 @@ def _region_pair(s: IfThenElse) -> bool:
     sides = [_stmts(b) for b in (s.then, s.else_) if b is not None]
     return len(sides) == 2 and all(len(b) == 1 and isinstance(b[0], AttrStmt) and b[0].key == WARP_SPECIALIZE
                                    for b in sides)
-
-
-def barrier() -> Stmt:
-    return Evaluate(Builtin("sync_threads", (), dt.bool_))
-
-
-class _Access(Visitor):
-    def __init__(self, ordering: bool = False) -> None:
-        self.reads: set = set()
-        self.writes: set = set()
-        self.ordering = ordering
-
-    def visit_BufferLoad(self, n: BufferLoad) -> None:
-        if n.buffer.is_shared:
-            self.reads.add(n.buffer)
-        self.generic_visit(n)
-
-    def visit_BufferStore(self, n: BufferStore) -> None:
-        if n.buffer.is_shared:
-            self.writes.add(n.buffer)
-        self.generic_visit(n)
-
-    def visit_Builtin(self, n: Builtin) -> None:
-        # what the threads' barriers need not order: mbarrier calls (synchronization themselves)
-        # and TMA loads (the copy engine's, ordered by their mbarrier); liveness still sees them
-        decl = builtin_effects(n.name)
-        if self.ordering and decl.mbarrier_ordered:
-            return
-        for pos, a in enumerate(n.args):
-            load = pointed_buffer(a)
-            if load is not None:
-                if load.buffer.is_shared:
-                    if decl.reads_arg(pos):
-                        self.reads.add(load.buffer)
-                    if decl.writes_arg(pos):
-                        self.writes.add(load.buffer)
-                for i in load.indices:
-                    self.visit(i)
-                continue
-            self.visit(a)
-
-
-def accesses(s: Any, ordering: bool = False) -> tuple[set, set]:
-    """The shared buffers ``s`` reads and writes (``ordering``: only those the threads' barriers
-    must order)."""
-    v = _Access(ordering)
-    v.visit(s)
-    return v.reads, v.writes
 
 
 class _State:
@@ -145,7 +88,7 @@ class _Inserter:
         self.loops = 0  # loops around the statement being visited
 
     def is_sync(self, s: Stmt) -> bool:
-        return _is_sync(s, self.sync_name, self.sync_id)
+        return is_sync(s, self.sync_name, self.sync_id)
 
     def uniform(self, *nodes: Any) -> bool:
         return not any(n is not None and uses_var(n, self.varying) for n in nodes)
@@ -302,7 +245,7 @@ def _hoistable_barrier(body: list[Stmt], given: list[Stmt], is_sync: Any) -> Opt
     return None
 
 
-def _head_accesses(body: list[Stmt], is_sync: Any = _is_sync) -> tuple[set, set]:
+def _head_accesses(body: list[Stmt], is_sync: Any = is_sync) -> tuple[set, set]:
     reads: set = set()
     writes: set = set()
     for s in body:

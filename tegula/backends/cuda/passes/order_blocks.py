@@ -19,7 +19,7 @@ from tegula.arith.simplify import const_int, simplify
 from tegula.ir import expr as E
 from tegula.ir.stmt import For, Kernel, LetStmt, PrimFunc, SeqStmt
 from tegula.ir.visitor import Mutator, post_order_visit, substitute
-from tegula.backends.cuda.passes.pipeline_copies import let_values
+from tegula.backends.cuda.analysis.pipelined_loop import let_values
 
 
 def _longer_last(k: Kernel) -> bool:

@@ -30,8 +30,8 @@ from tegula.errors import UnsupportedError
 from tegula.ir import dtype as dt
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.ir.visitor import Mutator
-from tegula.backends.cuda.passes.insert_barriers import barrier
-from tegula.backends.cuda.passes.smem_liveness import Liveness, liveness
+from tegula.backends.cuda.analysis.shared_access import barrier
+from tegula.backends.cuda.analysis.smem_liveness import Liveness, liveness
 
 SMEM_ALIGN = 128  # bytes: where every shared buffer starts (codegen, emulator and resource check)
 

@@ -36,7 +36,7 @@ from tegula.ir import expr as E
 from tegula.ir.stmt import Copy, For, Kernel, LetStmt, PrimFunc
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
 from tegula.backends.cuda.machine import L2_BYTES, SM_COUNT
-from tegula.backends.cuda.passes.pipeline_copies import let_values
+from tegula.backends.cuda.analysis.pipelined_loop import let_values
 
 # blocks of one wave: one 1-block-per-SM GEMM tile per SM
 WAVE_BLOCKS = SM_COUNT

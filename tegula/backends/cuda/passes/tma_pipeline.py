@@ -30,82 +30,18 @@ thread's ``expect_tx`` and bulk tensor loads (one per swizzle block of the tile'
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Optional
 
-from tegula.arith.simplify import const_int
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
-from tegula.ir.expr import Builtin, BufferLoad
-from tegula.ir.stmt import AttrStmt, Copy, Evaluate, For, Gemm, IfThenElse, Kernel, LetStmt, PrimFunc, Stmt, seq
+from tegula.ir.stmt import AttrStmt, Copy, For, Gemm, IfThenElse, Kernel, LetStmt, PrimFunc, Stmt, seq
 from tegula.ir.visitor import substitute
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, pipeline_parts,
-                                                         rewrite_pipelined_loops, staged_tiles)
-from tegula.backends.cuda.passes.softmax_overlap import attention_parts, overlap_loop
-from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
+from tegula.backends.cuda.analysis.pipelined_loop import Restage, pipeline_parts, rewrite_pipelined_loops, staged_tiles
+from tegula.backends.cuda.analysis.tma import barrier_addr, call_stmt, one_thread, tile_numel, tma_copy_ok
+from tegula.backends.cuda.analysis.attention import attention_parts, overlap_loop
+from tegula.backends.cuda.analysis.attention import wanted as softmax_wanted
 
-TMA_DTYPES = ("float16", "bfloat16", "float32", "int8", "uint8", "int32", "float8_e4m3", "float8_e5m2")
-MAX_BOX = 256
-
-
-def call_stmt(name: str, *args: Any, template: tuple = ()) -> Stmt:
-    """``T.evaluate(name<template>(args))``."""
-    attrs = (("template", template),) if template else ()
-    return Evaluate(Builtin(name, tuple(E.as_expr(a) for a in args), dt.bool_, attrs))
-
-
-def barrier_addr(bars: Buffer, stage: E.Expr) -> Builtin:
-    """``&bars[stage]`` as the mbarrier builtins take it."""
-    return Builtin("address_of", (BufferLoad(bars, (stage,)),), dt.int64, (("ctype", "uint64_t"),))
-
-
-def _one_thread(s: Stmt) -> Stmt:
-    return IfThenElse(E.compare("eq", Builtin("thread_idx", (), dt.int32), 0), s)
-
-
-def tma_copy_ok(c: Copy) -> bool:
-    """True when the copy engine can do ``c`` (a global -> shared copy into one whole 2-d tile of
-    its shared buffer, leading dimensions such as stages indexed)."""
-    return c.src.buffer.is_global and tma_box_ok(c, c.src, c.dst)
-
-
-def tma_store_ok(c: Copy) -> bool:
-    """True when the copy engine can store ``c`` (one whole 2-d shared tile -> a box of a global
-    tensor; the box may run past the tensor's edge, where the copy engine drops the elements)."""
-    return c.dst.buffer.is_global and c.src.buffer.is_shared and tma_box_ok(c, c.dst, c.src)
-
-
-def tma_box_ok(c: Copy, glob: Any, tile: Any) -> bool:
-    """True when region ``glob`` of a global tensor and the whole 2-d tile ``tile`` of a shared
-    buffer (leading dimensions such as stages indexed) are one box of a tensor map: a static
-    global shape of at most 5 dimensions with 16-byte aligned row strides, the same dtype, at most
-    256 elements per box dimension, the tile's columns the tensor's innermost dimension."""
-    g, t = glob.buffer, tile.buffer
-    if g.data is not None:  # T.make_tensor: no tensor map for an address computed in the kernel
-        return False
-    if g.dtype != t.dtype or g.dtype.name not in TMA_DTYPES or not 1 <= g.ndim <= 5:
-        return False
-    if not all(isinstance(d, int) for d in g.shape) or not all(isinstance(d, int) for d in t.shape):
-        return False
-    if c.annotations.get("disable_tma"):  # T.copy(..., disable_tma=True)
-        return False
-    if len(t.shape) < 2 or any(not (isinstance(e, int) and e == 1) for e in tile.extents[:-2]):
-        return False
-    if any(const_int(s) != 0 or e != d for (s, e), d in zip(tile.ranges[-2:], t.shape[-2:])):
-        return False
-    eb = g.dtype.itemsize
-    stride = eb
-    for d in reversed(g.shape[1:]):
-        stride *= int(d)
-        if stride % 16:
-            return False
-    ext = glob.extents
-    if not all(isinstance(e, int) and 1 <= e <= MAX_BOX for e in ext[:-1]):
-        return False
-    rows, cols = (int(x) for x in t.shape[-2:])
-    big = [int(e) for e in ext if not (isinstance(e, int) and e == 1)]
-    # the tile's columns are the source's innermost dimension; its rows one outer dimension
-    return ext[-1] == cols and big == [rows, cols] and (cols * eb) % 16 == 0
 
 
 # with overlap left to the pass: the smallest stages and accumulator elements per block it is
@@ -114,24 +50,17 @@ AUTO_OVERLAP_STAGES = 4
 AUTO_OVERLAP_ELEMS = 128 * 256
 
 
-def tile_numel(extents: Any) -> int:
-    n = 1
-    for e in extents:
-        n *= int(e) if isinstance(e, int) else 0
-    return n
-
-
 def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional[bool] = None,
               softmax: Optional[bool] = None, kernel: Optional[Kernel] = None) -> Optional[Stmt]:
     parts = pipeline_parts(loop, others)
     if parts is None:
         return None
-    S, producers, consumers = parts
+    S, producers, consumers = parts.stages, parts.producers, parts.consumers
     if not all(tma_copy_ok(p) for p in producers):
         return None
     att = attention_parts(consumers, producers)
     if att is not None and kernel is not None and softmax_wanted(att, kernel, S, softmax):
-        return overlap_loop(loop, S, att, new_allocs, _one_thread, call_stmt, barrier_addr)
+        return overlap_loop(loop, S, att, new_allocs, one_thread, call_stmt, barrier_addr)
     # a loop of nothing but gemms may keep one k-tile of them in flight: its stage is refilled
     # one iteration later (loads run S - 2 ahead), and the accumulators are drained after the loop
     gemms = [c for c in consumers if isinstance(c, Gemm)]
@@ -153,13 +82,13 @@ def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional
         out: list[Stmt] = []
         for p in producers:
             src = substitute(p.src, {k: start + it})
-            dst = _Restage(mb, stage).visit(p.dst)
+            dst = Restage(mb, stage).visit(p.dst)
             out.append(Copy(src, dst, {**p.annotations, "tma_bar": bars, "tma_stage": stage}, span=p.span))
-        out.append(_one_thread(call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage))))
+        out.append(one_thread(call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage))))
         return seq(*out)
 
     # one thread initializes the barriers (wrapped so that barrier insertion leaves it whole)
-    init = AttrStmt("pipeline_issue", S, _one_thread(seq(
+    init = AttrStmt("pipeline_issue", S, one_thread(seq(
         *[call_stmt("tl::mbarrier_init", barrier_addr(bars, E.const(s)), 1) for s in range(S)],
         call_stmt("tl::fence_barrier_init"))), span=loop.span)
     sync = call_stmt("sync_threads")
@@ -173,7 +102,7 @@ def _tma_loop(loop: For, others: list[Stmt], new_allocs: dict, overlap: Optional
     ahead = it + ahead_by
     wait = call_stmt("tl::mbarrier_wait", barrier_addr(bars, it % S), (it // S) % 2)
     nxt = AttrStmt("pipeline_issue", S, IfThenElse(E.compare("lt", ahead, n), issue(ahead)), span=loop.span)
-    cons = _Restage(mb, it % S).visit(seq(*consumers))
+    cons = Restage(mb, it % S).visit(seq(*consumers))
     # after the barrier every thread has its stage and is done with stage (k - 1) % S, which the
     # loads issued next overwrite
     body = seq(wait, sync, nxt, cons)

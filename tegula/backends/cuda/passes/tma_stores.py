@@ -40,7 +40,7 @@ from tegula.ir.visitor import Mutator, post_order_visit, uses_var
 from tegula.backends.cuda.machine import smem_limit
 from tegula.backends.cuda.passes.lower_tile_ops.context import whole
 from tegula.backends.cuda.passes.plan_shared_memory import align
-from tegula.backends.cuda.passes.tma_pipeline import tma_box_ok, tma_store_ok
+from tegula.backends.cuda.analysis.tma import tma_box_ok, tma_store_ok
 
 # Whether, by default, a gemm accumulator stored from registers (``T.copy(C_local, C[...])``) is
 # staged through shared memory for a TMA store. Measured on an H200 (BENCHMARKS.md): +5-7% at

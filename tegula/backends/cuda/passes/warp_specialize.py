@@ -79,14 +79,13 @@ from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, For, Gemm, IfThenElse, Kernel,
                             LetStmt, PrimFunc, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, used_buffers, written_buffers, let_values,
-                                                         pipeline_parts,
+from tegula.backends.cuda.analysis.pipelined_loop import (Restage, used_buffers, written_buffers, let_values, pipeline_parts,
                                                          restaged_annotations, serial_annotations, staged_tiles)
-from tegula.backends.cuda.passes.persistent_tiles import as_persistent, check_option, persistent_blocks, tile_loop
-from tegula.backends.cuda.passes.softmax_overlap import Rings, attention_parts, one_block_per_sm, overlap_loop
-from tegula.backends.cuda.passes.softmax_overlap import wanted as softmax_wanted
-from tegula.backends.cuda.passes.tma_pipeline import _one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
-from tegula.backends.cuda.passes import tma_multicast as mc
+from tegula.backends.cuda.analysis.persistent_tiles import as_persistent, check_option, persistent_blocks, tile_loop
+from tegula.backends.cuda.analysis.attention import Rings, attention_parts, one_block_per_sm, overlap_loop
+from tegula.backends.cuda.analysis.attention import wanted as softmax_wanted
+from tegula.backends.cuda.analysis.tma import one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
+from tegula.backends.cuda.analysis import tma_multicast as mc
 
 # registers per thread after setmaxnreg: the producer's and the consumers'
 # (40 * 128 + 232 * 256 fits the 64K registers of an SM with one block of 384 threads)
@@ -236,7 +235,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     parts = pipeline_parts(loop, body[li + 1:])
     if parts is None:
         return None
-    S, producers, consumers = parts
+    S, producers, consumers = parts.stages, parts.producers, parts.consumers
     if not all(tma_copy_ok(p) for p in producers):
         return None
     att = attention_parts(consumers, producers)
@@ -283,7 +282,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     parity = (it // S) % 2
     # in clusters (tma_multicast.py): the blocks of a cluster share one operand's tiles
     plan = None if blocks or not _gemm_loop(consumers) else mc.cluster_plan(k, producers, lets, cluster)
-    loads = [Copy(p.src, _Restage(mb, stage).visit(p.dst),
+    loads = [Copy(p.src, Restage(mb, stage).visit(p.dst),
                   {**p.annotations, "tma_bar": bars, "tma_stage": stage, "tma_user": True, **mc.annotate(p, plan)},
                   span=p.span)
              for p in producers]
@@ -299,7 +298,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     def consume(wg_wait: int, release: Stmt) -> list:
         work = [dataclasses.replace(c, wg_wait=wg_wait) if isinstance(c, Gemm) else c for c in consumers]
         return [call_stmt("tl::mbarrier_wait", barrier_addr(bars, stage), parity),
-                _Restage(mb, stage).visit(seq(*work)), release]
+                Restage(mb, stage).visit(seq(*work)), release]
 
     if ov:
         # the gemms wait for all but the group just committed: k-tile k - 1 has retired and its
@@ -399,13 +398,13 @@ def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict
         if not prods:
             continue
         produce += [call_stmt("tl::mbarrier_wait", barrier_addr(empty, stage), E.binary("bitxor", parity, 1)),
-                    *[Copy(p.src, _Restage(mb, stage).visit(p.dst),
+                    *[Copy(p.src, Restage(mb, stage).visit(p.dst),
                            {**p.annotations, "tma_bar": full, "tma_stage": stage, "tma_user": True}, span=p.span)
                       for p in prods],
                     call_stmt("tl::mbarrier_arrive", barrier_addr(full, stage))]
     ann = serial_annotations(loop)
     producer = For(kv, start, n, seq(*produce), "serial", 1, ann, span=loop.span)
-    consumer = overlap_loop(loop, S, att, new_allocs, _one_thread, call_stmt, barrier_addr, rings)
+    consumer = overlap_loop(loop, S, att, new_allocs, one_thread, call_stmt, barrier_addr, rings)
     bars = tuple(b for b in (rings.full, rings.empty, rings.full_late, rings.empty_late) if b is not None)
     inits = [(b, E.const(s), WARPGROUP if b in (rings.full, rings.full_late) else T) for b in bars for s in range(S)]
     return _split(k, loop, tx, new_allocs, bars, inits, lets, producer, [*before, consumer, *after], prologue)

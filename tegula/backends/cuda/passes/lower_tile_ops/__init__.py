@@ -36,7 +36,7 @@ from tegula.backends.cuda.passes.lower_tile_ops import lower_atomic, lower_copy,
 from tegula.backends.cuda.passes.lower_tile_ops import lower_print, lower_reduce  # noqa: F401 (register rules)
 from tegula.backends.cuda.passes.layout_inference import choose_shared_layouts, infer_layouts
 from tegula.backends.cuda.passes.lower_tile_ops.lower_parallel import lower_parallel
-from tegula.backends.cuda.passes.pipeline_copies import serial_annotations
+from tegula.backends.cuda.analysis.pipelined_loop import serial_annotations
 from tegula.backends.cuda.passes.lower_tile_ops.context import (Ctx, block_expr, per_thread, require_rows,
                                                           varies)
 from tegula.transform.thread_variance import thread_variance, warn_uniform_adds

@@ -27,7 +27,7 @@ from tegula.ir.effects import builtin_effects, pointed_buffer
 from tegula.ir.expr import Builtin
 from tegula.ir.stmt import AttrStmt, For, IfThenElse, Kernel, SeqStmt, Stmt, While
 from tegula.ir.visitor import Visitor
-from tegula.backends.cuda.passes.insert_barriers import _is_sync, accesses
+from tegula.backends.cuda.analysis.shared_access import accesses, is_sync
 
 
 
@@ -93,7 +93,7 @@ class _Walk:
         self.pos += 1
         self.live.top.append(self.top)
         self.live.loops_at.append(tuple(self.loops))
-        if isinstance(s, Stmt) and _is_sync(s):
+        if isinstance(s, Stmt) and is_sync(s):
             if not self.cond:
                 self.live.syncs.append((p, tuple(self.loops)))
             return

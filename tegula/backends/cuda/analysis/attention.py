@@ -48,8 +48,8 @@ from tegula.ir.expr import Var
 from tegula.ir.stmt import AttrStmt, Copy, For, Gemm, IfThenElse, Kernel, LetStmt, Stmt, seq
 from tegula.ir.visitor import substitute
 from tegula.backends.cuda.machine import smem_limit
-from tegula.backends.cuda.passes.pipeline_copies import (_Restage, used_buffers, written_buffers, let_values,
-                                                         serial_annotations, staged_tiles)
+from tegula.backends.cuda.analysis.pipelined_loop import (Restage, used_buffers, written_buffers, let_values,
+                                                        serial_annotations, staged_tiles)
 
 # registers per thread that the fragments live across the overlap (G1's result, G2's accumulator
 # and its A operand) may take for the pass to choose the schedule by itself: 160 is 128x128
@@ -196,7 +196,7 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
 
     def issue(prods: list[Copy], bars: Buffer, it: E.Expr) -> Stmt:
         stage = it % S
-        out: list[Stmt] = [Copy(substitute(p.src, {k: start + it}), _Restage(mb, stage).visit(p.dst),
+        out: list[Stmt] = [Copy(substitute(p.src, {k: start + it}), Restage(mb, stage).visit(p.dst),
                                 {**p.annotations, "tma_bar": bars, "tma_stage": stage}, span=p.span)
                            for p in prods]
         out.append(one_thread(call_stmt("tl::mbarrier_arrive", barrier_addr(bars, stage))))
@@ -230,7 +230,7 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
 
     def of_iteration(stmts: list[Stmt], it: E.Expr) -> list[Stmt]:
         """``stmts`` as iteration ``it`` runs them, with the loop body's lets inlined."""
-        return [_Restage(mb, it % S).visit(substitute(substitute(s, vals), {k: start + it})) for s in stmts]
+        return [Restage(mb, it % S).visit(substitute(substitute(s, vals), {k: start + it})) for s in stmts]
 
     def second(it: E.Expr) -> list[Stmt]:
         """The deferred part of L2 and G2 of iteration ``it``."""
@@ -253,13 +253,13 @@ def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: 
                                                                  issue(late, full_l, E.const(s))), span=loop.span))
     # iteration 0: the first G1 and softmax, nothing to overlap yet (G1 waited for: K's stage is free)
     first = _fresh_lets([substitute(s, {k: start}) for s in lets + [g1] + free_e(zero) + l1 + l2b])
-    first = [_Restage(mb, zero).visit(s) for s in first]
+    first = [Restage(mb, zero).visit(s) for s in first]
     # no barrier: the stages it refills were never read
     peeled = seq(wait(full_e, zero), *([] if rings is not None else [issue_ahead(zero)]), *first)
     out.append(guarded(E.compare("lt", zero, n), peeled))
     # iterations 1 .. n - 1
     it = k - start
-    stage_a = _Restage(mb, it % S)
+    stage_a = Restage(mb, it % S)
     # in the loop the gemms need no fence.proxy.async when no generic store inside it writes their
     # shared operands (the copy engine fills the stages, and iteration 0's fence covered the rest);
     # G2 needs no wgmma.fence of its own when G1's, just before, follows the last access of its

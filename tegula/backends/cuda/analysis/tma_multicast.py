@@ -52,8 +52,8 @@ from tegula.ir import expr as E
 from tegula.ir.expr import Builtin, Var
 from tegula.ir.stmt import Copy, IfThenElse, Kernel, Stmt, seq
 from tegula.ir.visitor import substitute, uses_var
-from tegula.backends.cuda.passes.pipeline_copies import let_values
-from tegula.backends.cuda.passes.tma_pipeline import call_stmt
+from tegula.backends.cuda.analysis.pipelined_loop import let_values
+from tegula.backends.cuda.analysis.tma import call_stmt
 
 # Whether split GEMM loops use clusters when tegula.cluster is unset. Measured on an H200
 # (BENCHMARKS.md, "TMA multicast over 2-block clusters"; 3 interleaved rounds, 2x1 against the same
