@@ -68,6 +68,11 @@ class DType(str):
         return max(1, self.bits // 8)
 
     @property
+    def bytes(self) -> int:
+        """Bytes of one element (TileLang's ``dtype.bytes``): ``T.float16.bytes == 2``."""
+        return self.itemsize
+
+    @property
     def np(self) -> np.dtype:
         return np.dtype(self.np_dtype)
 

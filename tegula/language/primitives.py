@@ -375,15 +375,18 @@ reduce_bitor = _reducer("bitor")
 reduce_bitxor = _reducer("bitxor")
 
 
-def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
+def cumsum(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False,
+           annotations: Optional[dict] = None) -> None:
     """``dst = `` the inclusive prefix sum of ``src`` along ``dim`` (``reverse``: suffix sum);
-    in place when ``dst`` is None."""
+    in place when ``dst`` is None. ``annotations`` (TileLang's lowering hints) change no result
+    and are accepted."""
     _emit_op("T.cumsum", CumSum, src, dst, dim, reverse)
 
 
-def cummax(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False) -> None:
+def cummax(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False,
+           annotations: Optional[dict] = None) -> None:
     """``dst = `` the running maximum of ``src`` along ``dim`` (``reverse``: from the end);
-    in place when ``dst`` is None."""
+    in place when ``dst`` is None; ``annotations`` are accepted as for ``T.cumsum``."""
     _emit_op("T.cummax", CumSum, src, dst, dim, reverse, "max")
 
 
@@ -847,5 +850,7 @@ def Not(a: Any) -> E.Expr:
     return E.unary("not", a)
 
 
-def clamp(x: Any, lo: Any, hi: Any) -> Any:
-    return min(max(x, lo), hi)
+def clamp(dst: Any, min_val: Any, max_val: Any) -> Any:
+    """``T.clamp(x, min_val, max_val)``: ``x`` limited to ``[min_val, max_val]`` (``max_val``
+    when ``min_val > max_val``, as ``torch.clamp``; NaN propagates). All targets."""
+    return min(max(dst, min_val), max_val)

@@ -174,3 +174,22 @@ def test_atomic_return_prev_needs_thread_level_code():
                 p = T.atomic_add(S[0], 1, return_prev=True)
                 A[0] = p
     assert "p = T.atomic_add(S[0], 1, return_prev=True)" in str(e.value)
+
+
+def test_clamp_keywords_cumsum_annotations_and_dtype_bytes(target, rng):
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), C: T.Tensor((128,), "float32"), S: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((128,), "float32")
+            for i in T.Parallel(128):
+                C[i] = T.clamp(A[i], min_val=-0.5, max_val=0.5)
+            T.copy(A, s)
+            T.cumsum(s, dim=0, annotations={"tl.scan_hint": 1})
+            T.copy(s, S)
+
+    k = built(main, target, out_idx=[1, 2])
+    a = rng.standard_normal(128).astype(np.float32)
+    c, s = (to_host(x) for x in k(*to_device(target, a)))
+    np.testing.assert_array_equal(c, np.clip(a, -0.5, 0.5))
+    np.testing.assert_allclose(s, np.cumsum(a.astype(np.float64)), rtol=1e-5, atol=1e-5)
+    assert (T.float16.bytes, T.float32.bytes, T.float8_e4m3.bytes, T.int64.bytes) == (2, 4, 1, 8)
