@@ -103,6 +103,7 @@ class JITFunction:
         self.signature = inspect.signature(func)
         self.tensor_names = tensor_params(func) if self.eager else []
         self._cache: dict = {}
+        self._route_key = compiled.register(self)  # names its op inside torch.compile
         functools.update_wrapper(self, func)
 
     @property

@@ -9,11 +9,25 @@ knows torch lives above it.
 """
 from __future__ import annotations
 
+import itertools
 import sys
+import weakref
 from typing import Any, Callable, Optional
 
 # (kernel or jit function, args, kwargs) -> the call's result, inside a trace; set by tegula.torch
 route: Optional[Callable[[Any, tuple, dict], Any]] = None
+
+# every JITKernel and JITFunction by the key it was given (a trace reads the key, a string that
+# Dynamo keeps as a constant, as it may not keep an int, and finds the object here)
+objects: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
+_numbers = itertools.count()
+
+
+def register(obj: Any) -> str:
+    """A key for ``obj`` (a JITKernel or JITFunction), by which :data:`objects` finds it."""
+    key = f"k{next(_numbers)}"
+    objects[key] = obj
+    return key
 
 
 def tracing() -> bool:

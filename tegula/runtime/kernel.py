@@ -72,6 +72,7 @@ class JITKernel:
         self.artifact = builder_for(self.target)(func, self.target, self.pass_configs, self.pipeline)
         self.device = "cpu" if kind_of(self.target).runs_on_host else "cuda"
         self._plans: dict = {}
+        self._route_key = compiled.register(self)  # names its op inside torch.compile
 
     @property
     def params(self) -> list:

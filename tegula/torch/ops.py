@@ -305,13 +305,16 @@ def define(qualname: str, spec: Spec, backward: Optional[Callable] = None,
     def fake(*args: Any, **kwargs: Any) -> Any:
         return spec.fake(*positional(args, kwargs))
 
-    cop = torch.library.custom_op(qualname, impl, mutates_args=tuple(sorted(spec.mutated)),
-                                  schema=spec.schema())
-    cop.register_fake(fake)
-    if backward is not None:
-        cop.register_autograd(backward, setup_context=setup_context or _save_all)
-    _LIBS[qualname] = cop  # keeps the registration alive
     ns, name = qualname.split("::")
+    lib = _LIBS.get(ns)
+    if lib is None:
+        lib = _LIBS[ns] = torch.library.Library(ns, "FRAGMENT")  # kept: registrations live with it
+    lib.define(name + spec.schema())
+    for key in ("CPU", "CUDA"):
+        lib.impl(name, impl, key)
+    torch.library.register_fake(qualname, fake, lib=lib)
+    if backward is not None:
+        torch.library.register_autograd(qualname, backward, setup_context=setup_context or _save_all, lib=lib)
     return getattr(getattr(torch.ops, ns), name)
 
 

@@ -2,8 +2,8 @@
 
 Dynamo traces :func:`call` (so it stays plain Python over tensors and constants); the op is
 found, or registered, by functions Dynamo runs once at trace time and keeps the result of
-(``assume_constant_result``), keyed by the kernel object (guarded by identity) and the constant
-arguments. The op's real implementation runs the kernel as an eager call would, so an eager
+(``assume_constant_result``), keyed by the kernel's key (``_route_key``, a string attribute
+Dynamo guards on) and the constant arguments. The op's real implementation runs the kernel as an eager call would, so an eager
 kernel still compiles once per shape; its fake implementation gives the outputs' shapes,
 symbolic ones included. Outside Dynamo (AOTAutograd tracing a backward, ``torch.export``'s
 non-strict mode) the same functions simply run.
@@ -15,36 +15,42 @@ from typing import Any
 import torch
 
 from tegula.errors import ArgumentError
-from tegula.jit import JITFunction, _freeze
+from tegula.jit import _freeze
+from tegula.runtime import compiled
 from tegula.runtime.kernel import JITKernel
 from tegula.torch import ops
 
-_KERNEL_OPS: dict = {}   # id(kernel) -> (kernel, op name)
-_EAGER_OPS: dict = {}    # (id(function), constant arguments) -> (function, op name)
+_KERNEL_OPS: dict = {}   # kernel key -> (kernel, op name)
+_EAGER_OPS: dict = {}    # (function key, constant arguments) -> (function, op name)
 
 
 @torch._dynamo.assume_constant_result
-def _kernel_op(kernel: JITKernel) -> str:
-    """``"name"`` of the op in namespace ``tegula`` for ``kernel``, registered on first use."""
-    got = _KERNEL_OPS.get(id(kernel))
+def _kernel_op(key: str) -> str:
+    """``"name"`` of the op in namespace ``tegula`` for the kernel keyed ``key``
+    (``kernel._route_key``), registered on first use."""
+    kernel = compiled.objects[key]
+    got = _KERNEL_OPS.get(key)
     if got is None or got[0] is not kernel:
         qual = ops.unique_name(kernel.func.name)
         ops.define(qual, ops.kernel_spec(kernel))
-        got = _KERNEL_OPS[id(kernel)] = (kernel, qual)
+        got = _KERNEL_OPS[key] = (kernel, qual)
     return got[1].split("::")[1]
 
 
 @torch._dynamo.assume_constant_result
-def _input_names(kernel: JITKernel) -> str:
+def _input_names(key: str) -> str:
+    kernel = compiled.objects[key]
     return ",".join(kernel.func.params[i].name for i in kernel.inputs)
 
 
 @torch._dynamo.assume_constant_result
-def _eager_op(fn: JITFunction, spec: tuple, kwspec: tuple) -> str:
-    """``"name|i,j,..."``: the op for ``fn`` called with these constant arguments (tensors
-    marked None in ``spec``, ``kwspec``), and which given tensor goes to each tensor parameter."""
-    key = (id(fn), _freeze(spec), _freeze(kwspec))
-    got = _EAGER_OPS.get(key)
+def _eager_op(key: str, spec: tuple, kwspec: tuple) -> str:
+    """``"name|i,j,..."``: the op for the eager function keyed ``key`` called with these
+    constant arguments (tensors marked None in ``spec``, ``kwspec``), and which given tensor
+    goes to each tensor parameter."""
+    fn = compiled.objects[key]
+    full = (key, _freeze(spec), _freeze(kwspec))
+    got = _EAGER_OPS.get(full)
     if got is None or got[0] is not fn:
         marks = [_Marker(i) for i in range(sum(1 for s in spec if s is None) + sum(1 for _, s in kwspec if s is None))]
         it = iter(marks)
@@ -69,7 +75,7 @@ def _eager_op(fn: JITFunction, spec: tuple, kwspec: tuple) -> str:
                                     hint=f"add `{n}: T.Tensor(shape, dtype)` at the top of the body")
         qual = ops.unique_name(fn.func.__name__)
         ops.define(qual, ops.eager_spec(fn, fixed, consts, listed=True, keyword_args=False))
-        got = _EAGER_OPS[key] = (fn, qual + "|" + ",".join(str(i) for i in order))
+        got = _EAGER_OPS[full] = (fn, qual + "|" + ",".join(str(i) for i in order))
     return got[1].split("::")[1]
 
 
@@ -88,9 +94,9 @@ def call(fn: Any, args: tuple, kwargs: dict) -> Any:
     """The result of ``fn(*args, **kwargs)`` (a JITKernel or a JITFunction) as a custom op call."""
     if isinstance(fn, JITKernel):
         if kwargs:
-            names = _input_names(fn).split(",")
+            names = _input_names(fn._route_key).split(",")
             args = tuple(args) + tuple(kwargs[n] for n in names[len(args):] if n in kwargs)
-        return _op(_kernel_op(fn))(*args)
+        return _op(_kernel_op(fn._route_key))(*args)
     if not fn.eager:
         raise ArgumentError(f"the lazy-style factory '{fn.__name__}' is called inside torch.compile",
                             hint="build the kernel outside the compiled function "
@@ -111,7 +117,7 @@ def call(fn: Any, args: tuple, kwargs: dict) -> Any:
             kwspec.append((n, None))
         else:
             kwspec.append((n, v))
-    name, order = _eager_op(fn, tuple(spec), tuple(kwspec)).split("|")
+    name, order = _eager_op(fn._route_key, tuple(spec), tuple(kwspec)).split("|")
     ordered = [tensors[int(i)] for i in order.split(",")] if order else []
     outs = _op(name)(*ordered)
     if len(outs) == 0:
