@@ -75,9 +75,24 @@ def _conflicts(s: Stmt, g: Gemm) -> bool:
     return bool(set(written_buffers(s)) & gu) or bool(used_buffers(s) & gw)
 
 
-def attention_parts(consumers: list[Stmt], producers: list[Copy]) -> Optional[tuple]:
-    """(lets, G1, L1, L2, G2, early producers, late producers) of an attention-shaped loop body,
-    else None."""
+@dataclasses.dataclass(frozen=True)
+class AttentionParts:
+    """An attention-shaped loop body: ``lets`` first, then ``g1`` (S = Q K^T into a cleared
+    fragment), ``l1`` (the softmax: what G2 does not wait for), ``l2`` (what must follow G2's
+    previous block), ``g2`` (O += P V); ``early`` are the producer copies the body up to G2 reads
+    (K), ``late`` the rest (V)."""
+
+    lets: list
+    g1: Gemm
+    l1: list
+    l2: list
+    g2: Gemm
+    early: list
+    late: list
+
+
+def attention_parts(consumers: list[Stmt], producers: list[Copy]) -> Optional[AttentionParts]:
+    """The parts of an attention-shaped loop body, else None."""
     body = list(consumers)
     lets: list[Stmt] = []
     while body and isinstance(body[0], LetStmt):
@@ -99,7 +114,7 @@ def attention_parts(consumers: list[Stmt], producers: list[Copy]) -> Optional[tu
     late = [p for p in producers if p.dst.buffer not in early_uses]
     if any(p.dst.buffer in g2_uses for p in early) or not early:
         return None
-    return lets, g1, l1, l2, g2, early, late
+    return AttentionParts(lets, g1, l1, l2, g2, early, late)
 
 
 def _smem_bytes(kernel: Kernel, S: int, producers: list[Copy]) -> int:
@@ -112,7 +127,7 @@ def _smem_bytes(kernel: Kernel, S: int, producers: list[Copy]) -> int:
     return total
 
 
-def wanted(parts: tuple, kernel: Kernel, S: int, force: Optional[bool], arch: str = "sm_90a") -> bool:
+def wanted(parts: AttentionParts, kernel: Kernel, S: int, force: Optional[bool], arch: str = "sm_90a") -> bool:
     """Whether to take the schedule: ``force`` (``tegula.softmax_overlap``) when set, else when
     G1's result, G2's accumulator and G2's A operand fit :data:`AUTO_MAX_REGS` per thread and
     shared memory already keeps the SM to one block. The schedule keeps P live across the
@@ -121,16 +136,16 @@ def wanted(parts: tuple, kernel: Kernel, S: int, force: Optional[bool], arch: st
     per SM (the passes that call this run for sm_90a only)."""
     if force is not None:
         return bool(force)
-    _, g1, _, _, g2, _, _ = parts
+    g1, g2 = parts.g1, parts.g2
     threads = kernel.num_threads
     nbytes = (_elems(g1.C) + _elems(g2.C)) * 4 + _elems(g2.A) * g2.A.buffer.dtype.itemsize
     return nbytes // 4 <= AUTO_MAX_REGS * threads and one_block_per_sm(parts, kernel, S, arch)
 
 
-def one_block_per_sm(parts: tuple, kernel: Kernel, S: int, arch: str = "sm_90a") -> bool:
+def one_block_per_sm(parts: AttentionParts, kernel: Kernel, S: int, arch: str = "sm_90a") -> bool:
     """Shared memory keeps an SM of ``arch`` to one block of ``kernel`` once the loop's tiles
     (``attention_parts``) have ``S`` stages."""
-    early, late = parts[5], parts[6]
+    early, late = parts.early, parts.late
     return 2 * (_smem_bytes(kernel, S, early + late) + SMEM_RESERVED) > smem_limit(arch) + SMEM_RESERVED
 
 
@@ -163,13 +178,14 @@ class Rings:
     mb: dict
 
 
-def overlap_loop(loop: For, S: int, parts: tuple, new_allocs: dict, one_thread: Callable, call_stmt: Callable,
+def overlap_loop(loop: For, S: int, parts: AttentionParts, new_allocs: dict, one_thread: Callable, call_stmt: Callable,
                  barrier_addr: Callable, rings: Optional[Rings] = None) -> Stmt:
     """The loop scheduled as the module docstring shows; with ``rings``, the consumers' side of
     it in a warp-specialized kernel: no loads, no block barrier, and each stage freed on its
     empty barrier once the wgmma reading it has retired (K's after ``wgmma_wait(1)``, V's after
     ``wgmma_wait(0)``)."""
-    lets, g1, l1, l2, g2, early, late = parts
+    lets, g1, l1, l2, g2 = parts.lets, parts.g1, parts.l1, parts.l2, parts.g2
+    early, late = parts.early, parts.late
     mb = rings.mb if rings is not None else staged_tiles(early + late, S, new_allocs)
     k, n, start = loop.var, E.as_expr(loop.extent), E.as_expr(loop.start)
 

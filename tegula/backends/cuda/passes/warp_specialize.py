@@ -82,7 +82,7 @@ from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
 from tegula.backends.cuda.analysis.pipelined_loop import (Restage, used_buffers, written_buffers, let_values, pipeline_parts,
                                                          restaged_annotations, serial_annotations, staged_tiles)
 from tegula.backends.cuda.analysis.persistent_tiles import as_persistent, check_option, persistent_blocks, tile_loop
-from tegula.backends.cuda.analysis.attention import Rings, attention_parts, one_block_per_sm, overlap_loop
+from tegula.backends.cuda.analysis.attention import AttentionParts, Rings, attention_parts, one_block_per_sm, overlap_loop
 from tegula.backends.cuda.analysis.attention import wanted as softmax_wanted
 from tegula.backends.cuda.analysis.tma import one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
 from tegula.backends.cuda.analysis import tma_multicast as mc
@@ -126,10 +126,10 @@ def _same_trip_count(k: Kernel, loop: For, lets: list) -> bool:
     return not uses_var(substitute(E.as_expr(loop.extent), let_values(lets)), list(k.block_vars))
 
 
-def _attention_split(k: Kernel, loop: For, lets: list, S: int, att: Optional[tuple], force: Optional[bool],
+def _attention_split(k: Kernel, loop: For, lets: list, S: int, att: Optional[AttentionParts], force: Optional[bool],
                      softmax: Optional[bool]) -> tuple[bool, bool]:
     """(split an attention loop into the softmax overlap's schedule, split it with the
-    consumers running the body as written) for ``att`` (:func:`softmax_overlap.attention_parts`,
+    consumers running the body as written) for ``att`` (:func:`attention.attention_parts`,
     None for other loops). Forced (``tegula.warp_specialize``): the overlap's form where the
     overlap suits (:func:`softmax_overlap.wanted`), else :func:`_wanted`'s plain split. By
     default (:data:`WS_ATTENTION`) where shared memory keeps the SM to one block anyway: the
@@ -377,13 +377,13 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
                                thread_var=tx, annotations=ann)
 
 
-def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: tuple, mb: dict, new_allocs: dict, lets: list,
+def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: AttentionParts, mb: dict, new_allocs: dict, lets: list,
                      before: list, after: list, prologue: tuple) -> Kernel:
     """The attention loop split: the producer loads K (the early tiles) and V (the late ones) of
     each key block into rings of their own, each stage waited free on its empty barrier; the
     consumers run the softmax overlap's schedule (:func:`overlap_loop` with its rings)."""
     T = k.num_threads
-    early, late = att[5], att[6]
+    early, late = att.early, att.late
     kv, n, start = loop.var, loop.extent, loop.start
     it = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
     stage, parity = it % S, (it // S) % 2
