@@ -10,7 +10,10 @@ to ``torch.add(a, b, out=c)``:
 - ``torch a + b``: torch allocating its output;
 - ``tegula k(a, b, c)``: a kernel whose output is a parameter the caller gives (no allocation);
 - ``tegula k(a, b)``: the same kernel with ``out_idx=[-1]`` (allocates its output);
+- ``tegula signature path``: the call validated by its plan's signature (dtype, shape, device,
+  contiguity and type of every tensor: the fast path before the shortcut of the last call);
 - ``tegula launcher``: the launcher alone (``artifact.run(values)``), what a call adds beside it;
+- ``raw cuLaunchKernel``: the driver call through ctypes with every argument prepared (the floor);
 - ``tegula op (compiled)``: the kernel inside ``torch.compile(fullgraph=True)`` (one op call per
   graph call; graph overhead included, so it is not a per-launch number).
 
@@ -78,17 +81,29 @@ def main():
     assert torch.equal(c, a + b) and torch.equal(k_alloc(a, b), a + b)
     run = k.artifact.run
     values = [a, b, c]
-    compiled = torch.compile(lambda a, b: k_alloc(a, b), fullgraph=True)
-    compiled(a, b)
+    launcher = k.artifact._launcher
+    loaded = launcher._loaded[a.get_device()]
+    from tegula.backends.cuda.launcher import _c_stream, raw_launch
+
+    raw = raw_launch()
+    stream = _c_stream(torch.cuda.current_stream().cuda_stream)
+    launcher._struct.pack_into(launcher._buf, 0, *[x.data_ptr() for x in values])
 
     variants = {
         "torch.add(out=c)": lambda: torch.add(a, b, out=c),
         "torch a + b": lambda: a + b,
         "tegula k(a, b, c)": lambda: k(a, b, c),
         "tegula k(a, b)": lambda: k_alloc(a, b),
+        "tegula signature path": lambda: k._call((a, b, c), {}),
         "tegula launcher": lambda: run(values),
-        "tegula op (compiled)": lambda: compiled(a, b),
+        "raw cuLaunchKernel": lambda: raw(loaded.handles[0], *loaded.static_dims, stream, launcher._c_ptrs, None),
     }
+    try:
+        compiled = torch.compile(lambda a, b: k_alloc(a, b), fullgraph=True)
+        compiled(a, b)
+        variants["tegula op (compiled)"] = lambda: compiled(a, b)
+    except Exception as e:  # reported, the rest still measured
+        print(f"torch.compile variant skipped: {type(e).__name__}: {str(e)[:300]}")
     for fn in variants.values():   # warm up
         per_call(fn, 2000)
     times: dict = {name: [] for name in variants}

@@ -25,7 +25,6 @@ from tegula.language.parser import Source
 from tegula.language.prim_func import tensor_params, trace_eager
 from tegula.runtime import args as A
 from tegula.runtime import compiled
-from tegula.runtime.compiled import tracing
 from tegula.runtime.kernel import JITKernel
 
 
@@ -303,7 +302,7 @@ class JITFunction:
         argument shapes and values) and run; keywords that are no parameter give ``T.const``
         symbols their values (``f(A, B, N=1024)``), as TileLang's eager call takes them.
         Under torch.compile the call becomes a custom op of the graph (``tegula.torch``)."""
-        if tracing():
+        if compiled.tracing():
             return compiled.route(self, args, kwargs)
         return self._call(args, kwargs)
 

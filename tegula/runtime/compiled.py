@@ -30,10 +30,19 @@ def register(obj: Any) -> str:
     return key
 
 
-def tracing() -> bool:
-    """True while torch.compile or torch.export traces the code calling a kernel."""
+def _tracing_once_torch_is_here() -> bool:
     torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
+    if torch is None:
+        return False
+    global tracing
+    tracing = torch.compiler.is_dynamo_compiling   # from now on one cheap call
+    return tracing()
+
+
+# True while Dynamo traces the code calling a kernel (Dynamo folds the call to True; outside a
+# trace it is one call returning False). Other tracers (AOTAutograd of a backward, opcheck,
+# torch.export's non-strict mode) hand kernels fake tensors: :func:`fake` tells those.
+tracing: Callable[[], bool] = _tracing_once_torch_is_here
 
 
 def fake(args: Any) -> bool:

@@ -195,6 +195,9 @@ class Launcher:
                          and hasattr(sys.modules["torch"]._C, "_cuda_getCurrentRawStream"))
         self._loaded: dict[int, _Loaded] = {}
         self._lock = threading.Lock()
+        if self._fast_ok:  # torch's current device and raw current stream, looked up once
+            self._current_device = sys.modules["torch"]._C._cuda_getDevice
+            self._current_stream = sys.modules["torch"]._C._cuda_getCurrentRawStream
 
     # -- loading ----------------------------------------------------------------------------------
     def _load(self, device: int) -> _Loaded:
@@ -246,10 +249,10 @@ class Launcher:
             return False
         dev = first.get_device()
         loaded = self._loaded.get(dev)
-        if loaded is None or loaded.static_dims is None or _torch_device() != dev:
+        if loaded is None or loaded.static_dims is None or self._current_device() != dev:
             return False
         launch = _raw_launch
-        stream = _c_stream(sys.modules["torch"]._C._cuda_getCurrentRawStream(dev))
+        stream = _c_stream(self._current_stream(dev))
         with self._lock:
             self._struct.pack_into(self._buf, 0, *[values[i].data_ptr() for i in self._buf_srcs])
             code = launch(loaded.handles[0], *loaded.static_dims, stream, self._c_ptrs, None)
