@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tegula.ir import ops
+from tegula.ir.buffer import BufferRegion
 
 F32 = np.dtype(np.float32)
 
@@ -69,7 +70,7 @@ class VecRow:
     commutes: bool = False
     pipe: str = "V"
     fields: Optional[Callable] = None  # (node) -> extra template fields
-    doc: str = ""
+    scalars: tuple = ()               # parameters that are values: a one-element tile is read as one
 
     def signature(self) -> str:
         return f"T.tile.{self.name}(dst, {', '.join(self.params)})"
@@ -368,7 +369,8 @@ def _ts(asc: str) -> str:
 _ROWS = [
     # -- moves and conversions
     _row("fill", "value", lambda v: v,
-         {"pto": {"s": "TEXPANDS({d}, {0});"}, "ascendc": {"s": "Duplicate({d}, ({T}){0}, {n});"}}),
+         {"pto": {"s": "TEXPANDS({d}, {0});"}, "ascendc": {"s": "Duplicate({d}, ({T}){0}, {n});"}},
+         scalars=("value",)),
     _row("copy", "src", lambda x: x,
          {"pto": {"t": "TMOV({d}, {0});"}, "ascendc": {"t": "DataCopy({d}, {0}, {n});"}},
          parallel="load"),
@@ -511,7 +513,7 @@ def form(srcs: tuple, dst_shape: tuple) -> str:
     """The operand form of a VecOp's sources (``t`` tile, ``r`` per-row tile, ``s`` scalar)."""
     out = []
     for x in srcs:
-        if not hasattr(x, "buffer"):
+        if not isinstance(x, BufferRegion):
             out.append("s")
         elif len(dst_shape) == 2 and tuple(x.tile_shape()) != tuple(dst_shape) and \
                 _numel(x.tile_shape()) == _numel(dst_shape[:1]):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from tegula.errors import KernelSyntaxError, KernelTypeError, ScopeError, ShapeError
 from tegula.ir import expr as E
@@ -231,6 +231,9 @@ def _vec(op: str, args: tuple, kwargs: dict) -> None:
                 if v is not None:
                     attrs[name] = _attr(v, name, what)
                 continue
+            if name in row.scalars and isinstance(v, (Buffer, BufferRegion)) and _numel(v) == 1:
+                r = semantic.to_region(v, f"{what} operand '{name}'")
+                v = r.buffer[tuple(r.starts)]     # a one-element tile: its value
             if isinstance(v, (Buffer, BufferRegion)) and not (isinstance(v, Buffer) and v.scope == "local.var"):
                 ops.append(semantic.to_region(v, f"{what} operand '{name}'"))
             elif v is None:
@@ -281,6 +284,17 @@ def _attr(v: Any, name: str, what: str) -> Any:
         raise KernelTypeError(f"{what}: '{name}' must be known when the kernel is built, got an "
                               "expression of the kernel's values")
     return v
+
+
+def _numel(v: Any) -> Optional[int]:
+    """The elements of a tile operand when known when the kernel is built."""
+    shape = _const_shape(v.shape if isinstance(v, Buffer) else v.tile_shape())
+    n = 1
+    for e in shape:
+        if not isinstance(e, int):
+            return None
+        n *= e
+    return n
 
 
 def _const_shape(shape: Any) -> tuple:

@@ -55,6 +55,7 @@ class _AscendC(Walker):
     LANG = "Ascend C"
     ASPECT = ASC
     SPELLING = "ascendc"
+    V_S = "SetFlag<HardEvent::V_S>(0); WaitFlag<HardEvent::V_S>(0);"
 
     def __init__(self, k: NpuKernel, m: Any, kind: str, used: Any = None):
         super().__init__(k, m, kind, used)

@@ -18,9 +18,11 @@ from typing import Any
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
 from tegula.ir import ops, vecops
+from tegula.ir.buffer import BufferRegion
 from tegula.ir.npu import CoreScope, NpuKernel, VecOp
 from tegula.ir.stmt import For, IfThenElse, LetStmt, SeqStmt, Stmt
 from tegula.ir.tile_rules import TILE_RULES, add_aspect
+from tegula.ir.visitor import post_order_visit
 
 C_TYPES = {"float16": "half", "bfloat16": "bfloat16_t", "float32": "float", "int8": "int8_t",
            "int32": "int32_t", "uint8": "uint8_t", "int16": "int16_t", "uint16": "uint16_t",
@@ -42,9 +44,10 @@ def c_type(d: Any) -> str:
     return C_TYPES.get(d.name, d.name)
 
 
-def c_expr(e: Any, used: Any = None) -> str:
+def c_expr(e: Any, used: Any = None, load: Any = None) -> str:
     """An index expression as C, spelled by the operator table; the ``tl::`` helpers it calls
-    are added to ``used`` (a set) so the emitter can define them."""
+    are added to ``used`` (a set) so the emitter can define them; ``load(e)`` spells an element
+    load (the scalar unit reading an on-chip tile)."""
     if isinstance(e, int):
         return str(e)
     if isinstance(e, E.Const):
@@ -56,18 +59,20 @@ def c_expr(e: Any, used: Any = None) -> str:
         return e.name
     if isinstance(e, (E.BinOp, E.Compare)):
         row = (ops.BINARY if isinstance(e, E.BinOp) else ops.COMPARE)[e.op]
-        a, b = c_expr(e.a, used), c_expr(e.b, used)
+        a, b = c_expr(e.a, used, load), c_expr(e.b, used, load)
         if row.c_prec == ops.C_PRIMARY:  # a function (tl::floordiv, tl::min, ...)
             if used is not None:
                 used.add(row.c)
             return f"{row.c}({a}, {b})"
         return f"({a} {row.c} {b})"
     if isinstance(e, E.UnaryOp):
-        return f"({ops.UNARY[e.op].c}{c_expr(e.a, used)})"
+        return f"({ops.UNARY[e.op].c}{c_expr(e.a, used, load)})"
     if isinstance(e, E.Cast):
-        return c_expr(e.value, used)
+        return c_expr(e.value, used, load)
     if isinstance(e, E.Select):
-        return f"({c_expr(e.cond, used)} ? {c_expr(e.then, used)} : {c_expr(e.else_, used)})"
+        return f"({c_expr(e.cond, used, load)} ? {c_expr(e.then, used, load)} : {c_expr(e.else_, used, load)})"
+    if isinstance(e, E.BufferLoad) and load is not None:
+        return load(e)
     raise UnsupportedError(f"the NPU emitters cannot print {type(e).__name__} expressions yet",
                            getattr(e, "span", None))
 
@@ -105,7 +110,22 @@ class Walker:
 
     def c(self, e: Any) -> str:
         """``e`` as C (helpers it calls recorded)."""
-        return c_expr(e, self.used)
+        return c_expr(e, self.used, self.load)
+
+    # the scalar unit reading an element of an on-chip tile, and the flag that makes the vector
+    # pipe's writes visible to it first (a language may spell them otherwise)
+    V_S = ""
+
+    def load(self, e: Any) -> str:
+        b = e.buffer
+        if b.scope in ("global", "local.var"):
+            raise UnsupportedError(f"the {self.LANG} emitter cannot print a load of '{b.name}' "
+                                   f"({b.scope}) in a vector operand yet", getattr(e, "span", None))
+        flat, stride = [], 1
+        for idx, n in reversed(list(zip(e.indices, b.shape))):
+            flat.append(self.c(idx) if stride == 1 else f"{self.c(idx)} * {stride}")
+            stride *= int(n)
+        return f"{self.tile(b.region())}.GetValue({' + '.join(reversed(flat))})"
 
     def comment(self, s: Stmt) -> None:
         sp = getattr(s, "span", None)
@@ -172,7 +192,7 @@ class Walker:
             for e in s.dst.tile_shape():
                 n *= int(e)
         fields = {"n": n, "T": c_type(s.dst.dtype), **{k: v for k, v in s.attrs.items()}}
-        if s.srcs and hasattr(s.srcs[0], "buffer"):
+        if s.srcs and isinstance(s.srcs[0], BufferRegion):
             fields["ST"] = c_type(s.srcs[0].dtype)
         if row.fields is not None:
             fields.update(row.fields(s))
@@ -192,6 +212,8 @@ class Walker:
                                    f"scalar; it has: {have})", s.span,
                                    hint="run it on target='ascend-emu', or add the spelling to the "
                                         "op's row in tegula/ir/vecops.py")
+        if self.V_S and any(f == "s" and _loads_tile(x) for x, f in zip(s.srcs, form)):
+            self.out(self.V_S)
         dst = self.tile(s.dst)
         args = [self.operand(x, f) for x, f in zip(s.srcs, form)]
         self.out(tmpl.format(*args, d=dst, **self.vec_fields(s, row)))
@@ -206,6 +228,12 @@ class Walker:
 
     def declare(self) -> None:
         raise NotImplementedError
+
+
+def _loads_tile(e: Any) -> bool:
+    found: list = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, E.BufferLoad) else None)
+    return bool(found)
 
 
 add_aspect("npu.pto", "ascend-pto")

@@ -29,6 +29,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from tegula.errors import KernelTypeError, SyncError, TegulaError
+from tegula.ir.buffer import BufferRegion
 from tegula.ir.npu import (FLAG_IDS, BarrierAll, CoreScope, Mma, NpuKernel, PipeBarrier,
                            SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
 from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, np_scalar, poison
@@ -267,7 +268,7 @@ def _mma(s: Mma, ctx: Ctx) -> StmtFn:
 @stmt_rule(VecOp)
 def _vec(s: VecOp, ctx: Ctx) -> StmtFn:
     dst = Region(s.dst, ctx, s)
-    ops = [Region(x, ctx, s) if hasattr(x, "buffer") else compile_expr(x, ctx).fn for x in s.srcs]
+    ops = [Region(x, ctx, s) if isinstance(x, BufferRegion) else compile_expr(x, ctx).fn for x in s.srcs]
 
     def vec(env: list) -> None:
         d = dst.view(env)

@@ -64,6 +64,7 @@ class _Pto(Walker):
     LANG = "PTO"
     ASPECT = PTO
     SPELLING = "pto"
+    V_S = "set_flag(PIPE_V, PIPE_S, EVENT_ID0); wait_flag(PIPE_V, PIPE_S, EVENT_ID0);"
 
     # -- declarations ------------------------------------------------------------------------
     def tile_type(self, b: Any) -> str:

@@ -197,6 +197,9 @@ CASES = [
     ("cast", "t", [T2 + ("normal",)], ((R, C), "float16"), lambda f, y, a: f(y, a, "CAST_RINT", R * C),
      lambda x0, y: x0.astype(np.float64)),
     ("fill", "s", [T2 + ("normal",)], T2, lambda f, y, a: f(y, 2.5), lambda x0, y: np.full(x0.shape, 2.5)),
+    # a one-element tile as the value (upstream's T.tile.fill(col, total)): its element
+    ("fill", "s", [((1,), F, "normal")], T2, lambda f, y, a: f(y, a),
+     lambda x0, y: _per_core(lambda a: np.full((R, C), a[0]), x0.astype(np.float64))),
     *[("compare", "tt", [T2 + ("normal",), T2 + ("normal",)], MASK,
        lambda f, y, a, b, mode=mode: f(y, a, b, mode), _cmp_ref(mode)) for mode in ("EQ", "NE", "GT", "GE", "LT", "LE")],
     ("compare", "ts", [T2 + ("normal",)], MASK, lambda f, y, a: f(y, a, T.float32(0.25), "LE"), _cmp_ref("LE", 0.25)),
@@ -446,3 +449,38 @@ def test_bad_compare_mode_and_broadcast_shape_are_located_errors():
     with pytest.raises(KernelTypeError, match="T.tile.add: missing a required argument: 'src1'") as e:
         kernel(lambda a, m, s: T.tile.add(a, a))
     assert "the signature is T.tile.add(dst, src0, src1)" in str(e.value)
+
+
+@T.prim_func
+def scale_rows(A: T.Tensor((16, 32), "float32"), S: T.Tensor((16,), "float32"), B: T.Tensor((16, 32), "float32")):
+    with T.Kernel(1, is_npu=True) as (cid, vid):
+        a = T.alloc_ub((8, 32), "float32")
+        s = T.alloc_ub((8,), "float32")
+        b = T.alloc_ub((8, 32), "float32")
+        with T.Scope("V"):
+            T.copy(A[vid * 8:vid * 8 + 8, 0:32], a)
+            T.copy(S[vid * 8:vid * 8 + 8], s)
+            T.tile.exp(s, s)
+            for i in T.serial(8):
+                T.tile.mul(b[i, :], a[i, :], s[i] + 1.0)
+            T.copy(b, B[vid * 8:vid * 8 + 8, 0:32])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_scalar_operand_read_from_a_ub_tile(target):
+    """``T.tile.mul(b[i, :], a[i, :], s[i] + 1.0)``: the scalar is read from UB when the
+    instruction runs (after the exp that wrote it), and counts as a read of s for the sync."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    s = rng.standard_normal(16).astype(np.float32)
+    b = tegula.compile(scale_rows, target=target, pass_configs=AUTO, out_idx=[-1])(a, s)
+    want = a.astype(np.float64) * (np.exp(s.astype(np.float64)) + 1.0)[:, None]
+    np.testing.assert_allclose(b, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("lang, load, flag", [
+    ("ascend-pto:a2a3", "s.GetValue(i)", "set_flag(PIPE_V, PIPE_S, EVENT_ID0)"),
+    ("ascendc:a2a3", "s.GetValue(i)", "SetFlag<HardEvent::V_S>(0)")])
+def test_a_scalar_operand_read_from_a_ub_tile_is_printed(lang, load, flag):
+    src = tegula.compile(scale_rows, target=lang, pass_configs=AUTO).get_kernel_source()
+    assert f"({load} + 1.0)" in src and flag in src

@@ -26,7 +26,7 @@ from tegula.backends.closure import MASK, compile_expr, compile_stmt
 from tegula.backends.interp.context import Ctx
 from tegula.backends.npu import semantics
 from tegula.backends.npu.layout import ND
-from tegula.backends.npu.passes.insert_sync import pipe_of, region_accesses
+from tegula.backends.npu.passes.insert_sync import pipe_of, region_accesses, scalar_reads
 from tegula.backends.npu.passes.plan_memory import buffer_bytes
 
 
@@ -264,6 +264,23 @@ class Issuer:
         return idx, None, (base + int(idx.min()) * buf.dtype.itemsize,
                            base + (int(idx.max()) + 1) * buf.dtype.itemsize)
 
+    def scalar_at_run(self, e: Any, bufs: list, reads: list) -> Callable[[], Any]:
+        """A scalar operand that loads elements of on-chip buffers (``m_ub[i]``): evaluated when
+        the instruction runs, on the memories of that moment (the scalars of the moment it was
+        issued), its buffers counted as read."""
+        fn = self.fn(e)
+        snap = list(self.env)
+        for b in bufs:
+            lo = self.offsets[b]
+            reads.append((self.mem.key(b, self.core), lo, lo + buffer_bytes(b, self.layouts), b.name))
+        mem = self.mem
+
+        def value() -> Any:
+            for b in bufs:
+                snap[self.ctx.slot(b)] = mem.elems(b).reshape(tuple(b.shape))
+            return fn(snap)
+        return value
+
     def tile_op(self, s: Stmt) -> Instr:
         pipe = pipe_of(s, self.m)
         mem, core = self.mem, self.core
@@ -331,7 +348,9 @@ def _mma(iss: Issuer, s: Mma, operand: Callable, reads: list, writes: list) -> C
 
 @tile_rule(VecOp, EMU)
 def _vec(iss: Issuer, s: VecOp, operand: Callable, reads: list, writes: list) -> Callable:
-    srcs = [operand(x, False)[0] if isinstance(x, BufferRegion) else iss.val(x, iss.env) for x in s.srcs]
+    loads = scalar_reads(s)
+    srcs = [operand(x, False)[0] if isinstance(x, BufferRegion) else
+            iss.scalar_at_run(x, loads, reads) if loads else iss.val(x, iss.env) for x in s.srcs]
     gd, pd = operand(s.dst, True)
     if vecops.row(s.op).reads_dst:
         reads.append(writes[-1])

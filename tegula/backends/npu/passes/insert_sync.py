@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from tegula.ir import vecops
-from tegula.ir.buffer import Buffer
+from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import BufferLoad, Const, Expr
 from tegula.ir.npu import (BARRIER_PIPES, FLAG_IDS, HARD_EVENTS, BarrierAll, CoreScope, Mma, NpuKernel,
                            PipeBarrier, SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
@@ -97,13 +97,25 @@ def _raw_accesses(s: Stmt) -> list:
         out = [(s.A, False), (s.B, False), (s.C, True)]
         return out if s.init is True else out + [(s.C, False)]
     if isinstance(s, VecOp):
-        out = [(x, False) for x in s.srcs if hasattr(x, "buffer")] + [(s.dst, True)]
+        out = [(x, False) for x in s.srcs if isinstance(x, BufferRegion)] + [(s.dst, True)]
+        out += [(b.region(), False) for b in scalar_reads(s)]   # T.tile.mul(x, x, m_ub[i])
         return out + [(s.dst, False)] if vecops.row(s.op).reads_dst else out
     if isinstance(s, Reduce):
         return [(s.src, False), (s.dst, True)] + ([] if s.clear else [(s.dst, False)])
     if isinstance(s, Fill):
         return [(s.dst, True)]
     return []
+
+
+def scalar_reads(s: Any) -> list:
+    """The on-chip buffers the scalar operands of vector op ``s`` load elements of."""
+    found: dict = {}
+    for x in s.srcs:
+        if not isinstance(x, BufferRegion):
+            post_order_visit(x, lambda n: found.setdefault(n.buffer, 1)
+                             if isinstance(n, BufferLoad) and n.buffer.scope not in ("global", "local.var")
+                             else None)
+    return list(found)
 
 
 def _offsets(a: Any, b: Any, lets: dict, shift: Optional[dict] = None) -> list:
