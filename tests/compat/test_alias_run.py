@@ -149,3 +149,40 @@ def test_alias_refuses_a_real_tilelang(tmp_path):
     code = "import tilelang\nfrom tegula.compat import alias_tilelang\nalias_tilelang()\n"
     r = run(["-c", code], tmp_path, {"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
     assert r.returncode != 0 and "already imported" in r.stderr
+
+
+def test_importing_a_submodule_leaves_the_packages_names(tmp_path):
+    # every tegula package, every submodule whose name the package also exports as something
+    # else (tilelang.jit the decorator, tilelang.language.prim_func, tilelang.tools.trace...):
+    # importing the submodule under the alias leaves the exported name as it was
+    code = textwrap.dedent('''
+        import importlib, pkgutil, types
+        import tegula
+        from tegula.compat import alias_tilelang
+        alias_tilelang()
+        import tilelang
+        pairs = []
+        def walk(pkg):
+            for m in pkgutil.iter_modules(pkg.__path__):
+                v = pkg.__dict__.get(m.name)
+                if v is not None and not isinstance(v, types.ModuleType):
+                    pairs.append((pkg.__name__, m.name, v))
+                if m.ispkg:
+                    sub = importlib.import_module(pkg.__name__ + "." + m.name)
+                    if hasattr(sub, "__path__") and m.name not in ("backends", "tools", "torch"):
+                        walk(sub)
+        walk(tegula)
+        walk(importlib.import_module("tegula.tools"))
+        assert ("tegula", "jit", tegula.jit) in pairs, pairs
+        for pkg, name, v in pairs:
+            alias = "tilelang" + pkg[len("tegula"):]
+            importlib.import_module(f"{alias}.{name}")
+            assert getattr(importlib.import_module(alias), name) is v, (pkg, name)
+            print("kept", f"{alias}.{name}")
+        from tilelang.jit import JITKernel, JITImpl
+        import tilelang.jit
+        assert tilelang.jit is tegula.jit and callable(tilelang.jit)
+    ''')
+    r = run(["-c", code], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "kept tilelang.jit" in r.stdout and "kept tilelang.tools.trace" in r.stdout
