@@ -60,8 +60,6 @@ WS_TMA_PROLOGUE = {PassConfigKey.TEGULA_WS_TMA_PROLOGUE: True}
 WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
 # the accumulator stored from registers (TmaStores' fragment form off: the default before it)
 NO_TMA_STORE = {PassConfigKey.TEGULA_TMA_STORE: False}
-# warp-specialized GEMMs on a persistent grid of one block per SM (WarpSpecialize, persistent_tiles.py)
-PERSISTENT = {PassConfigKey.TEGULA_PERSISTENT: True}
 # warp-specialized GEMMs in 2-block clusters sharing the A tile by TMA multicast (tma_multicast.py)
 CLUSTER = {PassConfigKey.TEGULA_CLUSTER: True}
 NO_CLUSTER = {PassConfigKey.TEGULA_CLUSTER: False}
@@ -120,8 +118,6 @@ def gemm_section(args):
             cfgs = wg_configs if M > 64 else [(64, 128, 64, 4, 128), (64, 256, 64, 3, 128)]
             for label, configs, build in (
                 ("wgmma", cfgs, lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1], target="cuda")),
-                ("persistent", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
-                                                                   out_idx=[-1], target="cuda", pass_configs=PERSISTENT)),
                 ("cluster", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
                                                                 out_idx=[-1], target="cuda", pass_configs=CLUSTER)),
                 ("no_cluster", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
@@ -180,8 +176,6 @@ def gemm_section(args):
                     row["wgmma_vs_ws_plain"] = w / row["ws_plain_tflops"]
                 if row.get("no_tma_store_tflops"):
                     row["wgmma_vs_no_tma_store"] = w / row["no_tma_store_tflops"]
-                if row.get("persistent_tflops"):
-                    row["persistent_vs_wgmma"] = row["persistent_tflops"] / w
                 if row.get("cluster_tflops"):
                     row["cluster_vs_wgmma"] = row["cluster_tflops"] / w
             rows.append(row)
@@ -190,12 +184,12 @@ def gemm_section(args):
                                    "wgmma_cpasync_tflops", "no_ws_tflops", "ws_plain_tflops", "wgmma_tflops", "wgmma_config",
                                    "no_tma_store_tflops", "no_tma_store_config",
                                    "wgmma_overlap_tflops",
-                                   "wgmma_overlap_config", "persistent_tflops", "persistent_config",
+                                   "wgmma_overlap_config",
                                    "cluster_tflops", "cluster_config", "no_cluster_tflops",
                                    "wgmma_vs_cublas", "wgmma_vs_tilelang"])
     if args.rounds:
         table(f"GEMM, interleaved rounds (median of {args.rounds}; TFLOP/s)", rows,
-              ["dtype", "shape"] + [f"{lb}_rounds_tflops" for lb in ("cublas", "tilelang", "wgmma", "persistent",
+              ["dtype", "shape"] + [f"{lb}_rounds_tflops" for lb in ("cublas", "tilelang", "wgmma",
                                                                       "cluster", "no_cluster",
                                                                       "no_tma_store", "no_ws", "ws_plain")])
     return rows
@@ -223,8 +217,8 @@ CAUSAL_ONLY = ("no_block_order", "no_overlap", "tma_no_order", "ws_overlap")
 # labels timed at d128 only (where attention is split by default)
 D128_ONLY = ("ws_tma_prologue",)
 # labels timed only when --extra names them (the rest of the four combinations of the softmax
-# overlap and the block order, and the GEMM on a persistent grid, measured on 2026-12-01: BENCHMARKS.md)
-EXTRA = ("no_overlap", "tma_no_order", "persistent")
+# overlap and the block order, measured on 2026-12-01: BENCHMARKS.md)
+EXTRA = ("no_overlap", "tma_no_order")
 
 
 def attention_section(args):

@@ -13,8 +13,7 @@ the grid, ragged last strip included. Without strips the order is the launch ord
 (``bx = L % gx``, ``by = L // gx``).
 
 :func:`block_coords` builds the formula as IR once; CUDA codegen prints it, the emulator
-evaluates it over every block id at once, and the persistent-tile loop lets it bind each tile's
-indices, so the three cannot disagree.
+evaluates it over every block id at once, so the two cannot disagree.
 """
 from __future__ import annotations
 

@@ -128,8 +128,7 @@ _GROUPS: dict[str, str] = {
         Ref annotate_compile_flags annotate_pass_configs validate_gemm_ab_dtypes get_let_value
         has_let_value PartialFragment allocate inline reducer_init reducer_update
         """,
-    "a user-written persistent tile scheduler; tegula runs persistent grids itself (the "
-    "tegula.persistent pass config) and does not take a user's scheduler yet": """
+    "a user-written persistent tile scheduler; tegula does not take a user's scheduler yet": """
         BaseTileScheduler Persistent PersistentTileScheduler
         """,
     "vector and ordered atomics (x2/x4, load/store with memory order, or) are not implemented yet; "

@@ -20,8 +20,7 @@ Thread-level IR (what the CUDA pipeline hands to codegen)
   ``annotations["swizzle"] = (panel, order)`` rasterizes a 2-D grid for L2 reuse: from the
   linear block id ``L = blockIdx.x + blockIdx.y * gridDim.x``, ``(bx, by)`` walk strips of
   ``panel`` columns (``"row"``) or rows (``"col"``), the formula of
-  :func:`tegula.ir.raster.block_coords` printed as C (the emulator and the persistent-tile loop
-  evaluate the same IR).
+  :func:`tegula.ir.raster.block_coords` printed as C (the emulator evaluates the same IR).
 - ``allocs``: ``"shared"`` / ``"shared.dyn"`` buffers are carved from one ``extern __shared__``
   array, at ``annotations["smem_offsets"][buffer]`` bytes when given, else packed in order at
   128-byte alignment; the total is ``KernelInfo.smem_bytes``. ``"local"`` buffers are per-thread

@@ -10,8 +10,7 @@ from tegula.ir.stmt import WARPGROUP  # noqa: F401 (threads of a warpgroup: 128,
 WARP = 32
 # threads of one block, on every arch
 MAX_THREADS_PER_BLOCK = 1024
-# multiprocessors of an H100 / H200 SXM: one wave of 1-block-per-SM GEMM tiles, and the blocks of
-# a persistent grid
+# multiprocessors of an H100 / H200 SXM: one wave of 1-block-per-SM GEMM tiles
 SM_COUNT = 132
 # L2 of an H100 (the H200 has 60 MB): operands smaller than this stay in L2 in any block order
 L2_BYTES = 50 * 2**20

@@ -51,7 +51,6 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
                              ("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP),
                              ("min_blocks", PassConfigKey.TEGULA_MIN_BLOCKS_PER_SM),
                              ("softmax", PassConfigKey.TEGULA_SOFTMAX_OVERLAP),
-                             ("persistent", PassConfigKey.TEGULA_PERSISTENT),
                              ("tma_prologue", PassConfigKey.TEGULA_WS_TMA_PROLOGUE),
                              ("cluster", PassConfigKey.TEGULA_CLUSTER))),
     # the loops it takes are no longer T.Pipelined, so PipelineCopies leaves them

@@ -1,4 +1,4 @@
-"""The tiled GEMM the sm_90a GEMM tests build (persistent grids, clusters), its inputs and the
+"""The tiled GEMM the sm_90a GEMM tests build (clusters), its inputs and the
 float64 check."""
 import ml_dtypes
 import numpy as np

@@ -83,9 +83,8 @@ def test_clusters_are_off_by_default_and_taken_where_the_rule_allows():
     tall = _gemm(4096, 256, 1024, 128, 256, 64, 3, 256)
     assert "cluster_dims=(1, 2)" in lower(tall, SM90, {PassConfigKey.TEGULA_CLUSTER: True}).script()
     assert "cluster_dims=" not in lower(tall, SM90, {PassConfigKey.TEGULA_CLUSTER: (2, 1)}).script()
-    # a persistent grid, a loop WarpSpecialize leaves, attention and sm_80: no cluster
+    # a loop WarpSpecialize leaves, attention and sm_80: no cluster
     on = {PassConfigKey.TEGULA_CLUSTER: True}
-    assert "cluster_dims=" not in lower(big, SM90, {**on, PassConfigKey.TEGULA_PERSISTENT: True}).script()
     corpus = _gemm(4096, 4096, 1024, 128, 128, 32, 3, 128)
     assert "cluster_dims=" not in lower(corpus, SM90, on).script()
     assert "cluster_dims=" not in lower(big, Target("cuda", "sm_80"), on).script()
@@ -202,7 +201,6 @@ def test_cluster_dims_reach_the_cuda_source_and_the_gemm_multicasts_in_them():
     assert "cluster_dims=(2, 1)" in s and "tma_load_multicast" in s
     s = lower(gemm, SM90, _pc(False)).script()  # tegula.cluster False: clusters of independent blocks
     assert "cluster_dims=(2, 1)" in s and "tma_load_multicast" not in s
-    assert "# annotation persistent" not in lower(gemm, SM90, {**WS, PassConfigKey.TEGULA_PERSISTENT: 2}).script()
 
 
 @pytest.mark.parametrize("dims, match", [((2, 1, 2), "clusters along the grid's z dimension"),

@@ -40,11 +40,6 @@ KERNELS: dict[str, Callable[[], Any]] = {
     # the default sm_90a GEMM: warp-specialized, one k-tile of wgmma in flight, the accumulator
     # staged and stored by TMA after the consumers' loop
     "gemm_ws_tma_store": lambda: ex("gemm").matmul.get_tir(128, 256, 128, 128, 128, 32, 2, 256),
-    # a persistent grid: 2 blocks of 3 tiles (3 x 2 tiles of 128x128), the ring of 3 stages
-    # running on across tiles of 3 k-tiles, the staged tile stored by TMA once per tile (with
-    # no more k-tiles than stages no ring barrier orders the next tile's staging writes after
-    # the store's reads: only the barrier after the store's wait does)
-    "gemm_persistent": lambda: ex("gemm").matmul.get_tir(256, 384, 96, 128, 128, 32, 3, 256),
     # a 2x1 cluster (tegula.cluster): the two blocks load half of the A tile each and multicast
     # it, every consumer frees its stage in both blocks (a remote arrive per warp), cluster
     # barriers after the barrier init and before the end; 6 k-tiles on a ring of 3 (with 2 stages
@@ -62,8 +57,6 @@ CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_ove
            "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True},
            "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True},
            "gemm_ws_tma_store": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True},
-           "gemm_persistent": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,
-                               "tegula.persistent": 2},
            "gemm_cluster": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,
                             "tegula.cluster": True}}
 

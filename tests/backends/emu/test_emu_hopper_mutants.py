@@ -34,7 +34,7 @@ LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention":
          "gemm_ws_overlap": "gemm.py:", "flash_attention_overlap": "flash_attention.py:",
          "flash_attention_ws": "flash_attention.py:",
          "gemm_tma_store": "gemm.py:",
-         "gemm_ws_tma_store": "gemm.py:", "gemm_persistent": "gemm.py:", "gemm_cluster": "gemm.py:"}
+         "gemm_ws_tma_store": "gemm.py:", "gemm_cluster": "gemm.py:"}
 
 
 class _Lookahead(Mutate):
@@ -164,12 +164,12 @@ def test_every_mutant_is_reported(name, cases):
     if name in ("gemm_cp_async", "flash_attention", "flash_attention_overlap", "flash_attention_ws"):
         need.add("tl::fence_proxy_async")  # generic writes that wgmma reads (TMA-only tiles need none)
     need |= {"tl::cp_async_wait"} if name == "gemm_cp_async" else {"tl::mbarrier_wait", "tl::mbarrier_arrive"}
-    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent", "gemm_cluster"):  # the generic writes of the staged tile, then the copy engine's reads
+    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_cluster"):  # the generic writes of the staged tile, then the copy engine's reads
         need |= {"tl::fence_proxy_async", "tl::tma_store_commit", "tl::tma_store_wait"}
     if name == "gemm_cluster":  # the cluster barriers and the remote frees of the peer's stages
         need = (need - {"sync_threads"}) | {"tl::cluster_sync", "tl::mbarrier_arrive_cluster"}
     assert need <= kinds, kinds
-    if name in ("gemm_ws_overlap", "gemm_ws_tma_store", "gemm_persistent", "gemm_cluster"):
+    if name in ("gemm_ws_overlap", "gemm_ws_tma_store", "gemm_cluster"):
         assert "# warp_specialize" in low.script()
     equivalent = equivalent_mutants(low)
     survivors, reports = [], {}
@@ -204,12 +204,11 @@ def test_every_mutant_is_reported(name, cases):
         syncs = [reports[i] for i in reports if stmts[i].value.name == "tl::cluster_sync"]
         assert len(syncs) == 2 and "before its initialization" in syncs[0], syncs
         assert "of the cluster exits while" in syncs[1], syncs
-    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_persistent", "gemm_cluster"):
+    if name in ("gemm_tma_store", "gemm_ws_tma_store", "gemm_cluster"):
         assert "generic-proxy write read by the async proxy without fence.proxy.async" in by_kind["tl::fence_proxy_async"]
-        # the last tile's store outlives the block; a persistent block's earlier stores, the next tile's writes
+        # the last tile's store outlives the block
         ends = "the block ends while a TMA store may still read"
-        assert any(k.startswith(ends if name != "gemm_persistent" else "tile rewritten while a TMA store still reads")
-                   for k in by_kind["tl::tma_store_wait"])
+        assert any(k.startswith(ends) for k in by_kind["tl::tma_store_wait"])
     if "tl::wgmma_wait_group" in by_kind:
         assert by_kind["tl::wgmma_wait_group"] & {"accumulator read before wgmma.wait_group",
                                                   "stage reused before the consumer released it (write after read)"}

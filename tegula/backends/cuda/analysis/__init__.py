@@ -11,6 +11,5 @@ pass (the passes are ``backends/cuda/passes/``, listed in ``backends/cuda/pipeli
 - :mod:`.shared_access`: the shared buffers a statement reads and writes, and what a barrier is;
 - :mod:`.disjoint_stores`: loops whose iterations store to elements no other thread touches;
 - :mod:`.smem_liveness`: when each shared buffer is live (for PlanSharedMemory);
-- :mod:`.tma_multicast`: the cluster plan of a warp-specialized GEMM (TMA multicast);
-- :mod:`.persistent_tiles`: the persistent grid of a warp-specialized GEMM.
+- :mod:`.tma_multicast`: the cluster plan of a warp-specialized GEMM (TMA multicast).
 """

@@ -17,7 +17,7 @@ stores nowhere.
 
 The rule (:func:`cluster_plan`), behind ``tegula.cluster``:
 
-- only split loops of gemms (WarpSpecialize's), not on a persistent grid, in a kernel with a 2-d
+- only split loops of gemms (WarpSpecialize's), in a kernel with a 2-d
   static grid; the tiles the loop copies are chosen by one block index each (the operand chosen
   by ``blockIdx.y`` is shared by blocks side by side along x: a 2x1 cluster multicasts it; the
   one chosen by ``blockIdx.x`` is shared along y: 1x2);

@@ -31,11 +31,6 @@ committed (``wait_group 1``), after which k-tile ``k - 1`` has retired and its s
 (``empty[(k - 1) % S]``, from the second iteration on); the last k-tile runs after the loop with
 ``wait_group 0``, before anything reads the accumulators.
 
-With ``tegula.persistent`` (off by default) a split loop of gemms over a static grid of more
-tiles than blocks runs on a persistent grid (:mod:`.persistent_tiles`): each role loops over the
-block's tiles, the ring's iteration counting on across them, and the last k-tile frees both
-stages it holds, since the producer goes on to the next tile.
-
 With ``tegula.cluster`` (off by default) or a kernel launched in clusters
 (``T.Kernel(..., cluster_dims=)``), a split loop of gemms runs in clusters of two blocks that
 share one operand's tiles by TMA multicast (:mod:`.tma_multicast`): each consumer frees its stage
@@ -81,7 +76,6 @@ from tegula.ir.stmt import (WARP_SPECIALIZE, WARPGROUP, AttrStmt, Copy, For, Gem
 from tegula.ir.visitor import Mutator, post_order_visit, substitute, uses_var
 from tegula.backends.cuda.analysis.pipelined_loop import (Restage, used_buffers, written_buffers, let_values, pipeline_parts,
                                                          restaged_annotations, serial_annotations, staged_tiles)
-from tegula.backends.cuda.analysis.persistent_tiles import as_persistent, check_option, persistent_blocks, tile_loop
 from tegula.backends.cuda.analysis.attention import AttentionParts, Rings, attention_parts, one_block_per_sm, overlap_loop
 from tegula.backends.cuda.analysis.attention import wanted as softmax_wanted
 from tegula.backends.cuda.analysis.tma import one_thread, barrier_addr, call_stmt, tile_numel, tma_copy_ok
@@ -217,7 +211,7 @@ def _prologue_copies(before: list, rest: list, pinned: Any) -> list[Copy]:
 
 
 def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0,
-                softmax: Optional[bool] = None, persistent: Optional[int] = None,
+                softmax: Optional[bool] = None,
                 tma_prologue: Optional[bool] = None, cluster: Any = None) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
@@ -254,15 +248,11 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     after = [s for s in body[li + 1:] if not isinstance(s, LetStmt)]
     if any(isinstance(s, LetStmt) for s in body[li + 1:]):
         return None
-    # a persistent block copies its prologue tiles once per tile: they stay with the consumers
-    # (not for a kernel its author launches in clusters: a persistent grid need not divide into them)
-    persists = not att_ws and _gemm_loop(consumers) and not k.annotations.get("cluster") and \
-        persistent_blocks(k, persistent)
     # the producer loads the prologue tiles (attention's Q) by default in the plain split of causal
     # attention: measured +7% / +12% at d128 4x16x4096, level at 16k and in the overlap's split
     if tma_prologue is None:
         tma_prologue = att_serial
-    pro = tuple(_prologue_copies(before, [loop, *after], pinned)) if tma_prologue and not persists else ()
+    pro = tuple(_prologue_copies(before, [loop, *after], pinned)) if tma_prologue else ()
     before = [s for s in before if not any(s is c for c in pro)]
 
     new_allocs: dict = {}
@@ -273,15 +263,11 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     bars = Buffer(f"{loop.var.name}_bars", (2 * S,), dt.uint64, "shared", span=loop.span)
     kv, n, start = loop.var, loop.extent, loop.start
     local = kv if isinstance(start, E.Const) and start.value == 0 else kv - start
-    # persistent (loops of gemms only): the ring runs on across the block's tiles, iteration
-    # t * n + k of tile t
-    blocks = persists or 0
-    t = Var(f"{kv.name}_t")
-    it = t * n + local if blocks else local
+    it = local
     stage = it % S
     parity = (it // S) % 2
     # in clusters (tma_multicast.py): the blocks of a cluster share one operand's tiles
-    plan = None if blocks or not _gemm_loop(consumers) else mc.cluster_plan(k, producers, lets, cluster)
+    plan = None if not _gemm_loop(consumers) else mc.cluster_plan(k, producers, lets, cluster)
     loads = [Copy(p.src, Restage(mb, stage).visit(p.dst),
                   {**p.annotations, "tma_bar": bars, "tma_stage": stage, "tma_user": True, **mc.annotate(p, plan)},
                   span=p.span)
@@ -306,11 +292,8 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
         # accumulators are complete in straight-line code before the epilogue reads them (ptxas
         # scheduled the reads of a drain after the loop ahead of its wait_group 0)
         free_prev = IfThenElse(E.compare("gt", local, 0), mc.release(plan, barrier_addr(bars, S + (it + S - 1) % S)))
-        # it frees no stage where the producer has issued its last load already; a persistent
-        # block's producer goes on to the next tile: both stages still held are freed
-        free_last = seq(free_prev, call_stmt("tl::mbarrier_arrive", barrier_addr(bars, S + stage))) \
-            if blocks else seq()
-        last = substitute(seq(*consume(0, free_last)), {kv: start + n - 1})
+        # it frees no stage: the producer has issued its last load already
+        last = substitute(seq(*consume(0, seq())), {kv: start + n - 1})
         nonempty = E.compare("gt", n, 0)
         if isinstance(nonempty, E.Const):
             last = last if nonempty.value else seq()
@@ -323,14 +306,8 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     # a stage is free once every consumer of the cluster released it
     frees = mc.frees(plan, T)
     inits = [(bars, E.const(s), WARPGROUP) for s in range(S)] + [(bars, E.const(S + s), frees) for s in range(S)]
-    if not blocks:
-        return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after], pro,
-                      plan)
-    pid = Var("pid")
-    split = _split(k, loop, tx, new_allocs, (bars,), inits, [],
-                   tile_loop(k, pid, t, blocks, lets, [role_loop(produce)]),
-                   [tile_loop(k, pid, t, blocks, lets, [*before, *compute, *after])])
-    return as_persistent(split, pid, blocks)
+    return _split(k, loop, tx, new_allocs, (bars,), inits, lets, role_loop(produce), [*before, *compute, *after], pro,
+                  plan)
 
 
 def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: list, lets: list, produce: Stmt,
@@ -412,7 +389,7 @@ def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: AttentionParts,
 
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
                     overlap: Optional[bool] = None, min_blocks: Optional[int] = None,
-                    softmax: Optional[bool] = None, persistent: Any = None,
+                    softmax: Optional[bool] = None,
                     tma_prologue: Optional[bool] = None, cluster: Any = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
     consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
@@ -420,21 +397,18 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
     measured rule of :func:`_wanted`; ``overlap``: ``tegula.wgmma_overlap``; ``min_blocks``:
     ``tegula.min_blocks_per_sm``, above 1 the pass leaves the kernel, as it does a kernel
     annotated with ``T.annotate_min_blocks_per_sm``; ``softmax``: ``tegula.softmax_overlap``,
-    whether an attention loop split runs the softmax overlap's schedule; ``persistent``:
-    ``tegula.persistent``, a split loop of gemms runs on a persistent grid of that many blocks
-    (True: one per SM), :mod:`.persistent_tiles`); ``tma_prologue``: ``tegula.ws_tma_prologue``,
-    the producer loads the tiles copied before the loop, see :func:`_prologue_copies`);
-    ``cluster``: ``tegula.cluster``, split
-    loops of gemms run in 2-block clusters sharing one operand's tiles by TMA multicast
-    (:mod:`.tma_multicast`). Raises ConfigError for a bad ``persistent`` or ``cluster``."""
-    blocks = check_option(persistent)
+    whether an attention loop split runs the softmax overlap's schedule; ``tma_prologue``:
+    ``tegula.ws_tma_prologue``, the producer loads the tiles copied before the loop, see
+    :func:`_prologue_copies`); ``cluster``: ``tegula.cluster``, split loops of gemms run in
+    2-block clusters sharing one operand's tiles by TMA multicast (:mod:`.tma_multicast`).
+    Raises ConfigError for a bad ``cluster``."""
     cluster = mc.check_option(cluster)
     if tma_off:
         return func
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, blocks, tma_prologue, cluster)
+            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, tma_prologue, cluster)
             return k if got is None else got
 
     return M().visit(func)
