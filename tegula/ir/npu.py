@@ -17,10 +17,11 @@ from typing import Any, Optional, Union
 
 from tegula.ir.buffer import BufferRegion
 from tegula.ir.effects import Effects
-from tegula.ir.expr import Expr, Var
+from tegula.ir.expr import BufferLoad, Expr, Var
 from tegula.ir.stmt import Kernel, Stmt, TileOp
 from tegula.ir.tile_rules import tile_rule
-from tegula.ir.visitor import DEF_FIELDS
+from tegula.ir.vecops import VEC_OPS
+from tegula.ir.visitor import DEF_FIELDS, post_order_visit
 
 CORE_KINDS = ("C", "V")
 NPU_SCOPES = ("l1", "l0a", "l0b", "l0c", "ub")
@@ -153,14 +154,19 @@ def _mma_effects(n: Mma) -> Effects:
     return Effects(reads=(n.A, n.B) + acc, writes=(n.C,), unit="M")
 
 
-# vector ops that also read their destination
-VEC_READS_DST = ("axpy",)
-
-
 @tile_rule(VecOp, "effects")
 def _vec_effects(n: VecOp) -> Effects:
+    """Its tile sources, its destination where its row of the vector-op table reads it (axpy,
+    mul_add_dst), and the tiles its scalar operands load elements of (``s_ub[i]``)."""
     srcs = tuple(x for x in n.srcs if isinstance(x, BufferRegion))
-    return Effects(reads=srcs + ((n.dst,) if n.op in VEC_READS_DST else ()), writes=(n.dst,), unit="V")
+    row = VEC_OPS.get(n.op)
+    loads: dict = {}
+    for x in n.srcs:
+        if not isinstance(x, BufferRegion):
+            post_order_visit(x, lambda e: loads.setdefault(e.buffer, 1) if isinstance(e, BufferLoad)
+                             and e.buffer.scope not in ("global", "local.var") else None)
+    dst = (n.dst,) if row is not None and row.reads_dst else ()
+    return Effects(reads=srcs + dst + tuple(loads), writes=(n.dst,), unit=row.pipe if row else "V")
 
 
 def _register_printers() -> None:

@@ -484,3 +484,39 @@ def test_a_scalar_operand_read_from_a_ub_tile(target):
 def test_a_scalar_operand_read_from_a_ub_tile_is_printed(lang, load, flag):
     src = tegula.compile(scale_rows, target=lang, pass_configs=AUTO).get_kernel_source()
     assert f"({load} + 1.0)" in src and flag in src
+
+
+def test_a_read_declared_in_the_table_is_seen_by_every_sync_pass(monkeypatch):
+    """Whether an op reads its destination is its row's ``reads_dst``: effects(), InsertSync's
+    accesses, the scheduler's tasks and the emulator's instruction all follow one change of it."""
+    import dataclasses
+
+    from tegula.backends.npu.emu import trace
+    from tegula.backends.npu.machine import A2A3
+    from tegula.backends.npu.passes.insert_sync import region_accesses
+    from tegula.backends.npu.sched.tasks import make_tasks
+    from tegula.ir.buffer import Buffer
+    from tegula.ir.effects import effects
+    from tegula.ir.npu import VecOp
+
+    d = Buffer("d", (8, 32), "float32", "ub")
+    a = Buffer("a", (8, 32), "float32", "ub")
+
+    def seen(op):
+        node = VecOp(op, d.region(), (a.region(), a.region()))
+        reads = [r.buffer if hasattr(r, "buffer") else r for r in effects(node).reads]
+        sync = [r.buffer for r, w in region_accesses(node) if not w]
+        task = make_tasks([node], "V", A2A3, {})[0].reads
+        # the emulator's rule: the bytes each operand touches go to reads / writes
+        emu_reads, emu_writes = [], []
+
+        def operand(r, write):
+            (emu_writes if write else emu_reads).append(r.buffer)
+            return (lambda: None), (lambda x: None)
+        trace.TILE_RULES.get(VecOp, trace.EMU)(None, node, operand, emu_reads, emu_writes)
+        return [d in reads, d in sync, d in task, d in emu_reads]
+
+    assert seen("mul_add_dst") == [True] * 4
+    assert seen("add") == [False] * 4
+    monkeypatch.setitem(vecops.VEC_OPS, "add", dataclasses.replace(vecops.VEC_OPS["add"], reads_dst=True))
+    assert seen("add") == [True] * 4
