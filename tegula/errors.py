@@ -132,6 +132,11 @@ class VerifyError(TegulaError):
     """The IR broke an invariant. A pass produced it: this is a bug in tegula, not in the kernel."""
 
 
+class UninitializedReadError(TegulaError):
+    """A read of a fragment or local element that was never written (``cpu`` and ``cuda-emu``):
+    fresh memory holds a poison NaN of its own, which a read reports instead of returning."""
+
+
 class InternalError(RuntimeError):
     """A bug in tegula itself, not in the kernel (not a :class:`TegulaError`): the message names
     the kernel line and what to do meanwhile; the original exception is its ``__cause__``."""

@@ -155,16 +155,72 @@ def np_scalar(d: DType, value: Any) -> Any:
     return np.array(value).astype(d.np)[()]
 
 
+# Fresh float memory holds a NaN with a payload of its own, so a read of an element never written
+# is told apart from a NaN the kernel computed (:func:`unwritten`); fp8 / fp4 have no spare payload.
+_UNWRITTEN_BITS = {np.dtype(np.float16): (np.uint16, 0x7E5A), np.dtype("bfloat16"): (np.uint16, 0x7FDA),
+                   np.dtype(np.float32): (np.uint32, 0x7FDA5A5A),
+                   np.dtype(np.float64): (np.uint64, 0x7FFDA5A5A5A5A5A5)}
+
+
 def poison(d: DType) -> Any:
-    """The value fresh shared/fragment/local memory holds: NaN, or a recognizable integer."""
+    """The value fresh shared/fragment/local memory holds: NaN (floats: the unwritten NaN of
+    :func:`unwritten`), or a recognizable integer."""
     if d.is_float:
-        return np.nan
+        marker = _UNWRITTEN_BITS.get(np.dtype(d.np))
+        return np.nan if marker is None else np.array(marker[1], marker[0]).view(d.np)[()]
     if d.is_bool:
         return True
     info = np.iinfo(d.np)
     if d.kind == "uint":
         return info.max
     return max(info.min, -0x5A5A5A5A)
+
+
+def unwritten(vals: Any) -> Optional[np.ndarray]:
+    """The mask of the elements of ``vals`` (a numpy array or scalar) that still hold the poison of
+    fresh memory (never written), or None when none does (or the dtype cannot tell)."""
+    vals = np.asarray(vals)
+    marker = _UNWRITTEN_BITS.get(vals.dtype)
+    if marker is None or not np.isnan(vals).any():
+        return None
+    hit = np.ascontiguousarray(vals).view(marker[0]) == marker[1]
+    return hit if hit.any() else None
+
+
+def unwritten_read(buf: Any, vals: Any, span: Any, what: str = "read", tile: bool = True) -> None:
+    """Raise UninitializedReadError when ``vals`` (read from fragment or local ``buf``) holds an
+    element never written. ``tile``: ``vals`` is a tile of the buffer, whose first bad element the
+    message names (else: lanes of an element load, counted)."""
+    hit = unwritten(vals)
+    if hit is None:
+        return
+    from tegula.errors import UninitializedReadError
+
+    n = int(hit.sum())
+    where = ""
+    if tile and np.ndim(hit):
+        first = ", ".join(str(int(x)) for x in np.argwhere(hit)[0])
+        where = f" (element [{first}] of the tile read{f' and {n - 1} more' if n > 1 else ''})"
+    elif n > 1:
+        where = f" ({n} values read)"
+    kind = "fragment" if buf.is_fragment else "local buffer"
+    raise UninitializedReadError(
+        f"{what} of {kind} '{buf.name}' that was never written{where}", span,
+        f"initialize '{buf.name}' before reading it: T.clear({buf.name}) or T.fill({buf.name}, v) "
+        "(a T.gemm accumulates into its C unless clear_accum=True)")
+
+
+def is_move(value: Any) -> bool:
+    """Whether a store's ``value`` is a plain load of a checked buffer (a move: staging a fragment
+    through shared memory, copying it out). Moves carry the poison along unchecked; the read
+    that uses the value (arithmetic, a gemm, a reduction) is the one reported."""
+    return isinstance(value, BufferLoad) and checks_unwritten(value.buffer)
+
+
+def checks_unwritten(buf: Any) -> bool:
+    """Whether reads of ``buf`` are checked for never-written elements: fragments and local
+    buffers (not ``local.var``) of a float dtype whose poison is told apart."""
+    return (buf.is_fragment or (buf.is_local and not buf.is_var)) and np.dtype(buf.dtype.np) in _UNWRITTEN_BITS
 
 
 # -- rules shared by both backends -------------------------------------------------------------

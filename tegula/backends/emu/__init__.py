@@ -30,6 +30,9 @@ warnings when ``as_warnings`` (pass config ``tegula.emu_races_as_warnings``):
   write, write after read, write after write (element granularity; cp.async writes count when
   they land, and touching their bytes while in flight is reported too);
 - reads of shared memory never written (or last written through another buffer sharing its bytes);
+- uses of registers (``local`` buffers: lowered fragments) never written, by element loads in
+  expressions, ``mma.sync`` and ``wgmma`` operands and accumulators (a missing ``T.clear``),
+  atomics: :class:`~tegula.errors.UninitializedReadError` (moves carry the poison along);
 - out-of-bounds element accesses of every buffer, vector accesses leaving the buffer, misaligned
   vector accesses;
 - ``__syncthreads()`` not reached by every thread, warp builtins run by part of a warp.

@@ -47,7 +47,7 @@ import ml_dtypes
 
 from tegula.errors import RaceError, SyncError, UnsupportedError
 from tegula.ir import expr as E
-from tegula.backends.closure import MASK, CExpr, compile_expr
+from tegula.backends.closure import MASK, CExpr, checks_unwritten, compile_expr, unwritten_read
 from tegula.backends.emu.builtins import compile_addr, template
 from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
 from tegula.backends.emu.exprs import dims_of
@@ -656,6 +656,8 @@ def _wgmma_rule(kind: str) -> Callable:
                 cur = np.where(busy, cst.pend[regs][:, lanes], env[cslot][regs][:, lanes])  # (N/2, 128)
                 D = np.zeros((64, N), np.float32)
                 if sd is None or _uniform(sd, lanes, n, "scale_d", st, span):
+                    if checks_unwritten(cinfo.buffer):   # never written: a missing T.clear
+                        unwritten_read(cinfo.buffer, cur, span, "wgmma accumulator: a read", tile=False)
                     D[row, col] = cur.T  # accumulate; scale_d = 0 overwrites
                 D = (a.astype(np.float64) @ b.astype(np.float64) + D).astype(np.float32)
                 cst.pend[regs, lanes[0]:lanes[-1] + 1] = D[row, col].T

@@ -19,6 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from tegula.errors import RaceError
+from tegula.backends.closure import checks_unwritten, unwritten_read
 from tegula.backends.emu.context import BufInfo, where
 from tegula.backends.emu.races import Reporter, Tracker
 
@@ -166,6 +167,10 @@ def _local_elems(arr: np.ndarray, f: np.ndarray, lanes: np.ndarray, count: int) 
     return f[:, None] + np.arange(count), lanes[:, None]
 
 
+# reads of registers that use their values (vector loads and copies only move them along)
+_USES = ("mma A fragment", "mma B fragment", "mma accumulator", "atomic")
+
+
 def read_elems(env: list, st: BlockState, addr: Addr, lanes: np.ndarray, nbytes: int,
                d: np.dtype, site: int, span: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
     """The ``nbytes`` at ``addr`` of each of ``lanes`` as ``(k, nbytes / d.itemsize)`` values of
@@ -186,6 +191,8 @@ def read_elems(env: list, st: BlockState, addr: Addr, lanes: np.ndarray, nbytes:
         lanes, f = lanes[keep], f[keep]
     if info.scope == "local":
         vals = arr[_local_elems(arr, f, lanes, count)]
+        if what in _USES and checks_unwritten(info.buffer):   # registers never written (a missing T.clear)
+            unwritten_read(info.buffer, vals, span, what + ": a read", tile=False)
     else:
         vals = arr[f[:, None] + np.arange(count)] if count > 1 else arr[f][:, None]
         if info.scope == "shared":

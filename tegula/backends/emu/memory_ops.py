@@ -7,7 +7,8 @@ import numpy as np
 
 from tegula.ir import expr as E
 from tegula.ir.stmt import BufferStore
-from tegula.backends.closure import MASK, CExpr, StmtFn, compile_expr
+from tegula.backends.closure import (MASK, CExpr, StmtFn, checks_unwritten, compile_expr, is_move, unwritten,
+                                     unwritten_read)
 from tegula.backends.emu.context import STATE, Ctx, lanes_of
 from tegula.backends.emu.exprs import compile_element
 from tegula.backends.emu.hopper import check_registers
@@ -19,7 +20,8 @@ def _bcast(v: Any, n: int) -> np.ndarray:
     return a if a.shape == (n,) else np.broadcast_to(a, (n,))
 
 
-def compile_load(e: E.BufferLoad, ctx: Ctx) -> CExpr:
+def compile_load(e: E.BufferLoad, ctx: Ctx, checked: bool = True) -> CExpr:
+    """An element load; ``checked=False`` for the load of a move (never-written registers go along)."""
     info = ctx.buf(e.buffer, e)
     s = info.slot
     n = ctx.nthreads
@@ -29,6 +31,8 @@ def compile_load(e: E.BufferLoad, ctx: Ctx) -> CExpr:
     if info.scope == "local":
         if id(info.buffer) in ctx.info.get("wgmma_regs", ()):
             return _checked_load(info, elem, ctx, e.span or ctx.span)
+        if checked and checks_unwritten(info.buffer):
+            return _unwritten_checked_load(info, elem, vec, ctx, e.span or ctx.span)
         if not vec:
             return CExpr(lambda env: env[s][elem(env)[0]].copy(), True)
         ar = np.arange(n)
@@ -50,6 +54,21 @@ def compile_load(e: E.BufferLoad, ctx: Ctx) -> CExpr:
     return CExpr(load_shared, vec)
 
 
+def _unwritten_checked_load(info: Any, elem: Any, vec: bool, ctx: Ctx, span: Any) -> CExpr:
+    """A load of registers that reports the active threads' reads of elements never written."""
+    s, n = info.slot, ctx.nthreads
+    ar = np.arange(n)
+
+    def load(env: list) -> Any:
+        f, m = elem(env)
+        v = env[s][f, ar] if vec else env[s][f].copy()
+        if unwritten(v) is not None:
+            lanes = lanes_of(m, n)
+            unwritten_read(info.buffer, np.broadcast_to(v, (n,))[lanes], span, "a read", tile=False)
+        return v
+    return CExpr(load, True)
+
+
 def _checked_load(info: Any, elem: Any, ctx: Ctx, span: Any) -> CExpr:
     """A load of registers that wgmma writes: checked against the wgmma in flight."""
     s, n = info.slot, ctx.nthreads
@@ -67,7 +86,7 @@ def compile_store(st_: BufferStore, ctx: Ctx) -> StmtFn:
     s = info.slot
     n = ctx.nthreads
     value = E.as_expr(st_.value, like=st_.buffer.dtype)
-    v = compile_expr(value, ctx)
+    v = compile_load(value, ctx, checked=False) if is_move(value) else compile_expr(value, ctx)
     fv = v.fn
     npd = info.np
     if value.dtype != st_.buffer.dtype:

@@ -28,7 +28,7 @@ import ml_dtypes
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
 from tegula.backends.emu.builtins import compile_addr, template, warp_lanes
-from tegula.backends.closure import CExpr
+from tegula.backends.closure import CExpr, checks_unwritten, unwritten_read
 from tegula.backends.emu.context import STATE, Ctx, builtin_rule
 from tegula.backends.emu.memory import byte_offset, check_align, read_elems, write_elems
 
@@ -162,6 +162,9 @@ def compile_mma_run(stmts: tuple, ctx: Ctx) -> Any:
     is_int = dacc.kind == "i"
     wide = np.int64 if is_int else np.float64
     sa, sb, sc = ainfo.slot, binfo.slot, cinfo.slot
+    checked = [(info, x, what) for info, x, what in
+               ((ainfo, lambda A, B, C: A, "mma A fragment"), (binfo, lambda A, B, C: B, "mma B fragment"),
+                (cinfo, lambda A, B, C: C, "mma accumulator")) if checks_unwritten(info.buffer)]
 
     def mma_run(env: list) -> None:
         lanes = warp_lanes(env, n, span, "mma.sync")
@@ -172,6 +175,8 @@ def compile_mma_run(stmts: tuple, ctx: Ctx) -> Any:
         A = env[sa][ia] if full else env[sa][ia][..., lanes]      # (r, na, L)
         B = env[sb][ib] if full else env[sb][ib][..., lanes]
         C = env[sc][ic] if full else env[sc][ic][..., lanes]
+        for info, x, what in checked:   # registers never written (a missing T.clear)
+            unwritten_read(info.buffer, x(A, B, C), span, what + ": a read", tile=False)
         A = A.transpose(0, 2, 1).reshape(r, w, 32 * na)[..., pa].reshape(r, w, 16, k)
         B = B.transpose(0, 2, 1).reshape(r, w, 32 * nb)[..., pb].reshape(r, w, k, 8)
         Cm = np.empty((r, w, 128), dacc)

@@ -17,6 +17,12 @@ Semantics
   TileLang). Allocated buffers are fresh per block: shared / fragment / local memory starts as poison (NaN for floats, ``-0x5A5A5A5A``
   clipped to the range for signed ints, the maximum for unsigned ints, True for bool), so
   reading unwritten memory shows; ``local.var`` buffers start at their ``alloc_inits`` value, else 0.
+  The float poison is a NaN of its own (:func:`tegula.backends.closure.unwritten`): *using* a
+  fragment or local element never written (an element load by an active lane inside an
+  expression, a ``T.gemm`` operand or the C it accumulates into, a reduction's source or its
+  ``clear=False`` destination) is an :class:`~tegula.errors.UninitializedReadError` at that line,
+  as the emulator reports such register reads; moves (``T.copy``, ``x[i] = f[j]``) carry the
+  poison along, so it shows as NaN where it lands.
 - **Expressions** evaluate to numpy values of the node's dtype, by the operator table
   (:mod:`tegula.ir.ops`). Narrow floats (float16,
   bfloat16, fp8) compute in float32 and round back after each operation. Integer ``div`` and

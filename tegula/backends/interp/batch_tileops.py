@@ -19,7 +19,7 @@ from tegula.ir.buffer import BufferRegion
 from tegula.ir.combiners import COMBINERS
 from tegula.ir.expr import Const
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Reduce
-from tegula.backends.closure import F32, StmtFn, compile_expr, is_narrow
+from tegula.backends.closure import F32, StmtFn, checks_unwritten, compile_expr, is_narrow, unwritten_read
 from tegula.backends.interp.batch import block_mask, per_block, recorded_write
 from tegula.backends.interp.context import Ctx
 from tegula.backends.interp.operands import KEPT, widened
@@ -229,6 +229,7 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
     comp = np.dtype(np.float64) if cd.is_int or cd.bits == 64 else F32
     size = ctx.batch.size
     kept = ctx.slot(KEPT)
+    checked = {id(r): checks_unwritten(r.buffer) for r in (ra, rb, rc)}
 
     def gemm(env: list) -> None:
         m, any_ = _active(env, size)
@@ -236,6 +237,10 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
             return
         c = rc.view(env)
         a, b = _as3d(ra.read(env), s, "A"), _as3d(rb.read(env), s, "B")
+        # never-written operands (a missing T.clear): the rerun block by block names the block
+        for r, x, what in ((ra, a, "A"), (rb, b, "B"), (rc, None if clear else c, "C")):
+            if x is not None and checked[id(r)]:
+                unwritten_read(r.buffer, x if m is None else x[m], s.span, f"T.gemm reads {what}: a read")
         if m is not None and m.all():
             m = None
         if m is not None:  # the products of active blocks only
@@ -277,14 +282,21 @@ def _reduce(s: Reduce, ctx: Ctx) -> StmtFn:
     c = COMBINERS[s.kind]
     clear = s.clear
     size = ctx.batch.size
+    check_src, check_dst = checks_unwritten(src.buffer), not clear and checks_unwritten(dst.buffer)
 
     def reduce(env: list) -> None:
         m, any_ = _active(env, size)
         if not any_:
             return
-        r = _reduce_tile(c, src.read(env), dim + 1, acc, dtype)
+        tile = src.read(env)
+        if check_src:   # never-written elements: the rerun block by block names the block
+            unwritten_read(src.buffer, tile if m is None else tile[m], s.span, f"T.reduce_{s.kind} reads its source: a read")
+        r = _reduce_tile(c, tile, dim + 1, acc, dtype)
         if not clear:
             old = dst.read(env)
+            if check_dst:
+                unwritten_read(dst.buffer, old if m is None else old[m], s.span,
+                               f"T.reduce_{s.kind}(clear=False) combines with its destination: a read")
             if old.size != r.size:
                 raise ShapeError(f"T.reduce_{s.kind}: destination holds {old.size // size} "
                                  f"elements but the reduction gives {r.shape[1:]}", s.span)

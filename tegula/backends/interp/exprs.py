@@ -14,8 +14,8 @@ import numpy as np
 
 from tegula.errors import OutOfBoundsError
 from tegula.ir.expr import Builtin, BufferLoad, Select
-from tegula.backends.closure import (MASK, ORDERING_ONLY, CExpr, bitcast, compile_expr, extern_code_error,
-                                     has_effects)
+from tegula.backends.closure import (MASK, ORDERING_ONLY, CExpr, bitcast, checks_unwritten, compile_expr,
+                                     extern_code_error, has_effects, unwritten, unwritten_read)
 from tegula.backends.interp.context import Ctx, expr_rule
 
 
@@ -70,6 +70,35 @@ def out_of_bounds(node: Any, buffer: Any, index: Any, shape: Any) -> OutOfBounds
 
 @expr_rule(BufferLoad)
 def _load(e: BufferLoad, ctx: Ctx) -> CExpr:
+    ce = _plain_load(e, ctx)
+    if ctx.lane_vars.get(id(e.buffer)) is not None or not checks_unwritten(e.buffer):
+        return ce
+    return CExpr(_checked_load(e, ce.fn, ce.vec), ce.vec)
+
+
+def _checked_load(e: BufferLoad, fn: Any, vec: bool) -> Any:
+    """``fn`` reporting an element of a fragment or local buffer that was never written (the
+    active lanes' only: masked-off lanes read what they like)."""
+    def load(env: list) -> Any:
+        v = fn(env)
+        if unwritten(v) is None:
+            return v
+        m = env[MASK]
+        read = v
+        if vec and m is not None:
+            vb, mb = np.broadcast_arrays(np.asarray(v), m)
+            read = vb[mb]
+        unwritten_read(e.buffer, read, e.span, "a read", tile=False)
+        return v
+    return load
+
+
+def moved_load(e: BufferLoad, ctx: Ctx) -> CExpr:
+    """The load of a move (``is_move``): not checked for never-written elements."""
+    return _plain_load(e, ctx)
+
+
+def _plain_load(e: BufferLoad, ctx: Ctx) -> CExpr:
     lane_slot = ctx.lane_vars.get(id(e.buffer))
     if lane_slot is not None:  # a scalar variable holding one value per lane
         return CExpr(lambda env: env[lane_slot], True)

@@ -14,12 +14,12 @@ from tegula.errors import KernelSyntaxError, ScopeError, UnsupportedError
 from tegula.ir.visitor import post_order_visit
 from tegula.ir.stmt import (AttrStmt, Break, BufferStore, Continue, For, IfThenElse, Kernel, SeqStmt,
                             Stmt, While)
-from tegula.backends.closure import (JUMPS, MASK, StmtFn, iteration,
+from tegula.backends.closure import (JUMPS, MASK, StmtFn, is_move, iteration,
                                      compile_expr, compile_stmt, jump, np_scalar, poison,
                                      uniform_if, uniform_while)
 from tegula.backends.interp.batch import BLOCKS, Plan, unbatched_global_store
 from tegula.backends.interp.context import Ctx, ParVar, dim_value, stmt_rule
-from tegula.backends.interp.exprs import out_of_bounds
+from tegula.backends.interp.exprs import moved_load, out_of_bounds
 
 # Key of the env slot holding the current block index (for T.print).
 BLOCK_INDEX = object()
@@ -271,7 +271,8 @@ def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
 
 @stmt_rule(BufferStore)
 def _store(s: BufferStore, ctx: Ctx) -> StmtFn:
-    val = compile_expr(s.value, ctx)
+    # a move (``x[i] = f[j]``) carries a never-written element along; its use is what is reported
+    val = moved_load(s.value, ctx) if is_move(s.value) else compile_expr(s.value, ctx)
     lane_slot = ctx.lane_vars.get(id(s.buffer))
     if lane_slot is not None:
         return _lane_var_store(lane_slot, val.fn)

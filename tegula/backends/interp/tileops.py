@@ -17,7 +17,8 @@ from tegula.ir.combiners import COMBINERS, Combiner
 from tegula.ir.expr import Const
 from tegula.ir.stmt import Atomic, Copy, CumSum, Fill, Gemm, Print, Reduce
 from tegula.ir.tile_rules import tile_rule
-from tegula.backends.closure import F32, MASK, StmtFn, compile_expr, is_narrow
+from tegula.backends.closure import (F32, MASK, StmtFn, checks_unwritten, compile_expr, is_narrow,
+                                     unwritten_read)
 from tegula.backends.interp.context import Ctx
 from tegula.backends.interp.operands import KEPT, widened
 from tegula.backends.interp.stmts import BLOCK_INDEX
@@ -183,7 +184,7 @@ def _copy(s: Copy, ctx: Ctx) -> StmtFn:
     narrow_dst = is_narrow(dd) and sd != dd and sd.np != F32
     to_int = sd.is_float and dd.is_int  # saturating, NaN -> 0 (the operator table's cast)
 
-    def copy(env: list) -> None:
+    def copy(env: list) -> None:   # a move: never-written elements go along (their use is checked)
         tile = src.read(env)
         if narrow_dst:
             tile = ops.widen(tile)
@@ -218,8 +219,13 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
 
     kept = ctx.slot(KEPT)
 
+    checked = {id(r): checks_unwritten(r.buffer) for r in (ra, rb, rc)}
+
     def operand(r: Region, env: list, what: str) -> np.ndarray:
-        return widened(env, kept, _as2d(r.read(env), s, what), comp)
+        tile = r.read(env)
+        if checked[id(r)]:
+            unwritten_read(r.buffer, tile, s.span, f"T.gemm reads {what}: a read")
+        return widened(env, kept, _as2d(tile, s, what), comp)
 
     def product(env: list) -> np.ndarray:
         a = operand(ra, env, "A")
@@ -234,6 +240,8 @@ def _gemm(s: Gemm, ctx: Ctx) -> StmtFn:
 
     def gemm(env: list) -> None:
         c = rc.view(env)
+        if not clear and checked[id(rc)]:   # C += A @ B reads C: a missing T.clear shows here
+            unwritten_read(rc.buffer, c, s.span, "T.gemm accumulates into C: a read")
         p = product(env)
         c2 = _as2d(c, s, "C")
         if c2.shape != p.shape:
@@ -297,10 +305,18 @@ def _reduce(s: Reduce, ctx: Ctx) -> StmtFn:
     c = COMBINERS[s.kind]
     clear = s.clear
 
+    check_src, check_dst = checks_unwritten(src.buffer), not clear and checks_unwritten(dst.buffer)
+
     def reduce(env: list) -> None:
-        r = _reduce_tile(c, src.read(env), dim, acc, dtype)
+        tile = src.read(env)
+        if check_src:
+            unwritten_read(src.buffer, tile, s.span, f"T.reduce_{s.kind} reads its source: a read")
+        r = _reduce_tile(c, tile, dim, acc, dtype)
         if not clear:
             old = dst.read(env)
+            if check_dst:
+                unwritten_read(dst.buffer, old, s.span, f"T.reduce_{s.kind}(clear=False) combines with "
+                               "its destination: a read")
             if old.size != r.size:
                 raise ShapeError(f"T.reduce_{s.kind}: destination holds {old.size} elements but "
                                  f"the reduction gives {r.shape}", s.span)
