@@ -1,5 +1,5 @@
 """Warp-specialized GEMMs in 2-block clusters sharing one operand's tiles by TMA multicast
-(``tegula.cluster``, WarpSpecialize with ``passes/tma_multicast.py``). The lowering on
+(``tegula.cluster``, WarpSpecialize with ``analysis/tma_multicast.py``). The lowering on
 cuda-emu:sm_90a (a cluster's blocks run together) against float64 (ragged M/N/K, fp16 and bf16,
 odd tile counts that the cluster does not divide, 2x1 and 1x2, strips of ``T.use_swizzle``), the
 rule and its option, compile-only sm_90a through ptxas, and the GPU with ``-m gpu``."""
