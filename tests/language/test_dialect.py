@@ -193,3 +193,26 @@ def test_clamp_keywords_cumsum_annotations_and_dtype_bytes(target, rng):
     np.testing.assert_array_equal(c, np.clip(a, -0.5, 0.5))
     np.testing.assert_allclose(s, np.cumsum(a.astype(np.float64)), rtol=1e-5, atol=1e-5)
     assert (T.float16.bytes, T.float32.bytes, T.float8_e4m3.bytes, T.int64.bytes) == (2, 4, 1, 8)
+
+
+def test_break_and_continue_whose_condition_differs_between_threads(target, rng):
+    """Each thread leaves the loop at its own iteration (a GPU thread's `break`)."""
+    @T.prim_func
+    def main(L: T.Tensor((64,), "int32"), O: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64):
+            tx = T.get_thread_binding()
+            acc = T.alloc_var(T.int32, init=0)
+            lim = L[tx]
+            for r in T.serial(10):
+                if r >= lim:
+                    break
+                if r % 3 == tx % 3:
+                    continue
+                acc = acc + r + 1
+            O[tx] = acc
+
+    k = built(main, target, out_idx=[1])
+    lim = rng.integers(0, 12, 64).astype(np.int32)
+    o = to_host(k(*to_device(target, lim)))
+    want = [sum(r + 1 for r in range(min(int(lim[t]), 10)) if r % 3 != t % 3) for t in range(64)]
+    np.testing.assert_array_equal(o, want)

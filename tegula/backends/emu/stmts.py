@@ -98,14 +98,67 @@ def _for(s: For, ctx: Ctx) -> StmtFn:
         return loop
 
     one = iteration(body)
+    n = ctx.nthreads
 
     def loop_jumps(env: list) -> None:
         b = int(fs(env))
-        for i in range(int(fe(env))):
-            env[slot] = vt(b + i * step)
-            if not one(env):
-                break
+        outer = env[MASK]
+        rec = _LaneJumps(n)
+        _LOOPS.append(rec)
+        try:
+            for i in range(int(fe(env))):
+                alive = rec.alive(outer)
+                if alive is not None and not alive.any():
+                    break
+                env[MASK] = alive
+                rec.skipped[:] = False
+                env[slot] = vt(b + i * step)
+                if not one(env):
+                    break
+        finally:
+            _LOOPS.pop()
+            env[MASK] = outer
     return loop_jumps
+
+
+class _LaneJumps:
+    """The lanes of a serial loop that left it (``break``) or this iteration (``continue``) under
+    a condition that differs between threads."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.exited = np.zeros(n, bool)
+        self.skipped = np.zeros(n, bool)
+
+    def alive(self, outer: Any) -> Any:
+        if not self.exited.any():
+            return outer
+        return and_mask(outer, ~self.exited, self.n)
+
+
+_LOOPS: list = []  # the serial loops with jumps being run, innermost last
+
+
+def _lane_jump(s: IfThenElse, fc: Any, ctx: Ctx) -> StmtFn:
+    """``if c: break`` / ``if c: continue`` at the top level of a serial loop's body, where ``c``
+    differs between threads: the lanes where it holds leave the loop (or this iteration); the
+    others go on, as each thread of a GPU does."""
+    is_break = isinstance(s.then, Break)
+    n = ctx.nthreads
+
+    def run(env: list) -> None:
+        m = env[MASK]
+        c = np.broadcast_to(np.asarray(fc(env), bool), (n,))
+        hit = and_mask(m, c, n)
+        if hit is not None and not hit.any():
+            return
+        rec = _LOOPS[-1]
+        (rec.exited if is_break else rec.skipped)[hit if hit is not None else slice(None)] = True
+        rest = and_mask(m, ~c, n)
+        if rest is not None and not rest.any():
+            raise JUMPS[type(s.then)][1]()  # no lane goes on in this iteration
+        env[MASK] = rest
+    return run
 
 
 def _lane_for(s: For, ctx: Ctx, start: Any, extent: Any, slot: int, step: int) -> StmtFn:
@@ -175,6 +228,8 @@ def _if(s: IfThenElse, ctx: Ctx) -> StmtFn:
     if not cond.vec:
         then = compile_stmt(s.then, ctx)
         return uniform_if(fc, then, compile_stmt(s.else_, ctx) if s.else_ is not None else None)
+    if ctx.loop_ok and s.else_ is None and isinstance(s.then, (Break, Continue)):
+        return _lane_jump(s, fc, ctx)
     # a jump under a per-thread condition would need per-thread loop exits
     inner = ctx.child(loop_ok=False)
     then = compile_stmt(s.then, inner)
