@@ -90,6 +90,7 @@ __all__ = [
     "annotate_l2_hit_ratio", "annotate_restrict_buffers", "func_attr", "SharedBuffer",
     "LocalBuffer", "FragmentBuffer", "Unroll", "Vectorized", "parallel", "handle",
     "float8_e8m0fnu", "tfloat32", "async_copy", "warpgroup_fence_operand", "index_to_coordinates",
+    "If", "Then", "Else",
 ]
 
 WARP = 32
@@ -538,3 +539,60 @@ def index_to_coordinates(index: Any, shape: Any) -> list:
         out.append(index % d)
         index = index // d
     return out[::-1]
+
+
+# -- TIR script's if frames --------------------------------------------------------------------
+
+
+class _Branch:
+    """``T.Then()`` / ``T.Else()``: the branches of a ``with T.If(cond):`` block."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def tegula_with(self, parser: Any, item: Any, body: list) -> None:
+        from tegula.errors import KernelSyntaxError
+
+        raise KernelSyntaxError(f"`with T.{self.name}():` belongs directly inside `with T.If(cond):`",
+                                hint="with T.If(c):\n    with T.Then(): ...\n    with T.Else(): ...")
+
+
+class _IfFrame:
+    """``with T.If(cond):`` holding ``with T.Then(): ...`` and an optional ``with T.Else(): ...``
+    (TIR script's spelling of ``if cond: ... else: ...``, which it becomes)."""
+
+    def tegula_with(self, parser: Any, item: Any, body: list) -> None:
+        import ast
+
+        from tegula.errors import KernelSyntaxError
+
+        call = item.context_expr
+        if not isinstance(call, ast.Call) or len(call.args) != 1 or call.keywords:
+            raise KernelSyntaxError("T.If takes one condition: `with T.If(cond):`")
+        branches: dict = {}
+        for st in body:
+            ctx = parser.eval(st.items[0].context_expr) if isinstance(st, ast.With) and len(st.items) == 1 else None
+            if not isinstance(ctx, _Branch) or ctx.name in branches or (ctx.name == "Else" and "Then" not in branches):
+                raise KernelSyntaxError("the body of `with T.If(cond):` is `with T.Then(): ...` and then, "
+                                        "optionally, `with T.Else(): ...`", parser.src.span(st))
+            branches[ctx.name] = st.body
+        if "Then" not in branches:
+            raise KernelSyntaxError("`with T.If(cond):` needs a `with T.Then():` block")
+        node = ast.If(test=call.args[0], body=branches["Then"], orelse=branches.get("Else", []))
+        parser.visit_If(ast.copy_location(node, call))
+
+
+def If(cond: Any) -> _IfFrame:  # noqa: N802 (TIR's name)
+    """``with T.If(cond): with T.Then(): ... with T.Else(): ...``: TIR script's if statement, the
+    same statement as ``if cond: ... else: ...`` in a kernel. All targets."""
+    return _IfFrame()
+
+
+def Then() -> _Branch:  # noqa: N802
+    """``with T.Then():``: the branch of ``with T.If(cond):`` taken when ``cond`` holds."""
+    return _Branch("Then")
+
+
+def Else() -> _Branch:  # noqa: N802
+    """``with T.Else():``: the branch of ``with T.If(cond):`` taken when ``cond`` does not hold."""
+    return _Branch("Else")

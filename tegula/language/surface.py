@@ -106,10 +106,6 @@ _GROUPS: dict[str, str] = {
     "TileLang's PrimFunc/JITFunc objects, TVM dtypes)": """
         CUDASourceCodeKernel PrimFunc JITFunc AnyDType get_tvm_dtype KernelLaunchFrame meta_class
         """,
-    "TIR script's `with T.If(c): with T.Then(): ... with T.Else(): ...` frames are not parsed; a "
-    "Python `if c: ... else: ...` in the kernel is the same statement": """
-        If Then Else
-        """,
     "an early exit (break, continue, a thread returning) is not in tegula's IR: loops run their "
     "whole trip count, which pipelining and the emulator's checks rely on; guard the rest of the "
     "body with `if`": """

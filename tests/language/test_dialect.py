@@ -216,3 +216,30 @@ def test_break_and_continue_whose_condition_differs_between_threads(target, rng)
     o = to_host(k(*to_device(target, lim)))
     want = [sum(r + 1 for r in range(min(int(lim[t]), 10)) if r % 3 != t % 3) for t in range(64)]
     np.testing.assert_array_equal(o, want)
+
+
+def test_tir_if_then_else_frames(target, rng):
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                with T.If(A[i] > 0):
+                    with T.Then():
+                        B[i] = A[i] * 2.0
+                    with T.Else():
+                        B[i] = -1.0
+
+    k = built(main, target, out_idx=[1])
+    a = rng.standard_normal(128).astype(np.float32)
+    np.testing.assert_array_equal(to_host(k(*to_device(target, a))), np.where(a > 0, a * 2, -1))
+
+
+def test_tir_if_needs_then():
+    with pytest.raises(tegula.errors.KernelSyntaxError, match="T.Then") as e:
+        @T.prim_func
+        def bad(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                for i in T.Parallel(128):
+                    with T.If(A[i] > 0):
+                        A[i] = 0.0
+    assert "A[i] = 0.0" in str(e.value)
