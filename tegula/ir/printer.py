@@ -20,6 +20,7 @@ import keyword
 import math
 from typing import Any, Callable, Optional, Union
 
+from tegula.ir.annotations import CLUSTER, LAYOUT_MAP, SWIZZLE
 from tegula.ir import dtype as dt
 from tegula.ir import hooks
 from tegula.ir import expr as E
@@ -366,7 +367,7 @@ class ScriptPrinter:
         self.push()
         names = [self.define(v) for v in k.block_vars]
         target = names[0] if len(names) == 1 else f"({', '.join(names)})"
-        cluster = k.annotations.get("cluster")  # thread block clusters (T.Kernel's cluster_dims)
+        cluster = CLUSTER.get(k.annotations)  # thread block clusters (T.Kernel's cluster_dims)
         extra = [f"cluster_dims={tuple(int(c) for c in cluster)}"] if cluster else []
         head = f"with T.Kernel({', '.join(grid + [f'threads={threads}'] + extra)})"
         self.line(f"{head} as {target}:" if names else f"{head}:", depth)
@@ -378,8 +379,8 @@ class ScriptPrinter:
         for buf in k.allocs:
             self.line(f"{self.define(buf)} = {self.alloc(buf, k.alloc_inits)}", d)
         ann = dict(k.annotations)
-        ann.pop("cluster", None)  # in the T.Kernel line
-        swizzle = ann.pop("swizzle", None)
+        ann.pop(CLUSTER.name, None)  # in the T.Kernel line
+        swizzle = ann.pop(SWIZZLE.name, None)
         if swizzle is not None:
             panel, order = swizzle if isinstance(swizzle, tuple) else (swizzle, "row")
             self.line(f"T.use_swizzle({self.e(panel)}, order={_q(str(order))})", d)
@@ -389,7 +390,7 @@ class ScriptPrinter:
         min_blocks = ann.pop("min_blocks_per_sm", None)
         if min_blocks is not None:
             self.line(f"T.annotate_min_blocks_per_sm({min_blocks})", d)
-        layouts = ann.pop("layout_map", None)
+        layouts = ann.pop(LAYOUT_MAP.name, None)
         ann.pop("layout_spans", None)  # where each layout was given (for errors), not IR
         if layouts:
             items = [f"{self.name_of(b)}: {self.e(lay)}" for b, lay in layouts.items()]

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional
 
+from tegula.ir.annotations import SWIZZLE
 from tegula.ir import expr as E
 
 
 def strips(annotations: Mapping[str, Any]) -> Optional[tuple[int, str]]:
     """``(panel, order)`` of a kernel's ``annotations["swizzle"]`` when it rasterizes (a panel
     above 0, order ``"row"`` or ``"col"``), else None (launch order)."""
-    swz = annotations.get("swizzle")
+    swz = SWIZZLE.get(annotations)
     if not swz or swz[1] not in ("row", "col") or int(swz[0]) <= 0:
         return None
     return int(swz[0]), str(swz[1])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from tegula.ir.annotations import KERNEL_KEYS, LAYOUT_MAP, TMA_MAPS
 from tegula.errors import VerifyError
 from tegula.ir import expr as E
 from tegula.ir import stmt as S
@@ -92,7 +93,11 @@ class _Verifier(Visitor):
         extra = tuple(v for v in (getattr(k, "thread_var", None), getattr(k, "sub_var", None))
                       if v is not None)
         # the TMA tensor maps lowering made kernel parameters (tegula.backends.cuda.passes.lower_tile_ops.lower_tma)
-        extra += tuple(m.var for m in k.annotations.get("tma_maps") or ())
+        extra += tuple(m.var for m in TMA_MAPS.get(k.annotations) or ())
+        for key in KERNEL_KEYS:
+            why = key.problem(k.annotations)
+            if why is not None:
+                self.error(why, k)
         for v in k.block_vars + extra:
             self.define_var(v, k)
         for b in k.allocs:
@@ -105,7 +110,7 @@ class _Verifier(Visitor):
                 self.visit(init)
                 if isinstance(b, Buffer) and init.dtype != b.dtype:
                     self.error(f"initial value of '{b.name}' has dtype {init.dtype}, buffer has {b.dtype}", k)
-        for b in (k.annotations.get("layout_map") or {}):
+        for b in (LAYOUT_MAP.get(k.annotations) or {}):
             if isinstance(b, Buffer):
                 self.use_buffer(b, k)
         saved, self.in_kernel = self.in_kernel, True

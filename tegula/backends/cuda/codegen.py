@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from tegula.ir.annotations import CLUSTER, TMA_MAPS
 from tegula.errors import ResourceError, UnsupportedError, VerifyError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
@@ -383,7 +384,7 @@ def _tma_params(func: S.PrimFunc, kernels: list) -> list[ParamInfo]:
     (the buffer's parameter position, the map)."""
     out = []
     for k in kernels:
-        for m in k.annotations.get("tma_maps") or ():
+        for m in TMA_MAPS.get(k.annotations) or ():
             pos = next(i for i, p in enumerate(func.params) if p is m.buffer)
             out.append(ParamInfo(m.var.name, "tmap", m.buffer.dtype, (pos, m), m.var))
     return out
@@ -511,7 +512,7 @@ def _emit_kernel(func: S.PrimFunc, k: S.Kernel, kname: str, params: list[ParamIn
         em.line(h)
     em.stmt(k.body)
     bounds = f"{nthreads}, {min_blocks}" if min_blocks > 0 else f"{nthreads}"
-    cluster = k.annotations.get("cluster")  # launched in thread block clusters (tma_multicast.py)
+    cluster = CLUSTER.get(k.annotations)  # launched in thread block clusters (tma_multicast.py)
     dims = f"__cluster_dims__({', '.join(str(int(c)) for c in (*cluster, 1, 1)[:3])}) " if cluster else ""
     sig = f'extern "C" __global__ void {dims}__launch_bounds__({bounds}) {kname}(' + ", ".join(decls) + ")"
     text = "\n".join([sig + " {", *em.lines, "}"])

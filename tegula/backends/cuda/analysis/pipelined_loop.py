@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from tegula.ir.annotations import LAYOUT_MAP
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.effects import effects
@@ -161,14 +162,14 @@ def restaged_annotations(ann: dict, new_allocs: dict) -> dict:
     """``ann`` with the layouts ``T.annotate_layout`` gave to tiles that now have pipeline stages
     moved to their staged buffers (stage after stage, each laid out as the tile was)."""
     ann = dict(ann)
-    for key in ("layout_map", "layout_spans"):
+    for key in (LAYOUT_MAP.name, "layout_spans"):
         old = ann.get(key)
         if not old:
             continue
         new = {}
         for b, v in old.items():
             nb = new_allocs.get(b)
-            if isinstance(nb, Buffer) and nb.ndim == b.ndim + 1 and key == "layout_map":
+            if isinstance(nb, Buffer) and nb.ndim == b.ndim + 1 and key == LAYOUT_MAP.name:
                 v = v.staged(int(nb.shape[0])) if hasattr(v, "staged") else None
             if v is not None:
                 new[nb if isinstance(nb, Buffer) else b] = v

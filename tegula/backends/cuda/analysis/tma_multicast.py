@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
+from tegula.ir.annotations import CLUSTER, SWIZZLE
 from tegula.arith.simplify import const_int
 from tegula.errors import ConfigError
 from tegula.ir import dtype as dt
@@ -113,7 +114,7 @@ def cluster_plan(k: Kernel, producers: list, lets: list, option: Any) -> Optiona
     """The cluster form of kernel ``k`` whose split loop of gemms loads ``producers`` (lets:
     the kernel's index lets), or None (module docstring: the rule)."""
     want = CLUSTER_DEFAULT if option is None else option
-    user = k.annotations.get("cluster")  # T.Kernel(..., cluster_dims=): multicast in that form only
+    user = CLUSTER.get(k.annotations)  # T.Kernel(..., cluster_dims=): multicast in that form only
     if user is not None and option is not False:
         want = tuple(user)
     if not want or len(k.block_vars) != 2 or len(k.grid) != 2:
@@ -125,7 +126,7 @@ def cluster_plan(k: Kernel, producers: list, lets: list, option: Any) -> Optiona
     if parts is None:
         return None
     on_y, on_x = parts
-    swz = k.annotations.get("swizzle")
+    swz = SWIZZLE.get(k.annotations)
     pairs_share_y = not swz or (swz[1] == "row" and int(swz[0]) % CLUSTER_SIZE == 0)
     forms = [(2, 1), (1, 2)] if want is True else [tuple(want)]
     for dims in forms:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tegula.ir.annotations import CLUSTER, SMEM_BYTES
 from tegula.errors import ResourceError, UnsupportedError
 from tegula.ir.expr import Builtin
 from tegula.ir.stmt import AttrStmt, Kernel, PrimFunc
@@ -97,14 +98,14 @@ def check_resources(func: PrimFunc, arch: str = "sm_80", interpret: bool = False
                                     f"at most {MAX_THREADS_PER_BLOCK}", k.span, hint="use fewer threads (T.Kernel(..., threads=...))")
             if not interpret:
                 check_smem(k)
-            if old_arch and not interpret and k.annotations.get("cluster"):
+            if old_arch and not interpret and CLUSTER.get(k.annotations):
                 raise hopper_only("T.Kernel(..., cluster_dims=) (thread block clusters)", k.span)
             if old_arch:
                 self.generic_visit(k)
 
     def check_smem(k: Kernel) -> None:
         bufs = kernel_smem(k)
-        total = k.annotations.get("smem_bytes")
+        total = SMEM_BYTES.get(k.annotations)
         if total is None:
             total = sum(align(n) for *_, n in bufs)
         static = static_smem(k)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from tegula.ir.annotations import SWIZZLE
 from tegula.arith.simplify import const_int, simplify
 from tegula.ir import expr as E
 from tegula.ir.stmt import For, Kernel, LetStmt, PrimFunc, SeqStmt
@@ -26,7 +27,7 @@ def _longer_last(k: Kernel) -> bool:
     """The kernel's pipelined loop has a static trip count at every ``bx``, larger at the last
     ``bx`` than at the first."""
     gx = const_int(E.as_expr(k.grid[0])) if k.grid else None
-    if gx is None or gx < 2 or not k.block_vars or k.annotations.get("swizzle"):
+    if gx is None or gx < 2 or not k.block_vars or SWIZZLE.get(k.annotations):
         return False
     bx = k.block_vars[0]
     body = list(k.body.stmts) if isinstance(k.body, SeqStmt) else [k.body]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from tegula.ir.annotations import SMEM_BYTES, SMEM_OFFSETS
 from tegula.errors import UnsupportedError
 from tegula.ir import dtype as dt
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
@@ -101,7 +102,7 @@ def smem_layout(k: Kernel) -> tuple[dict[int, int], int]:
     """Byte offset of each shared buffer (``id(buffer)`` -> offset) and the total: the planned
     offsets of ``annotations["smem_offsets"]``, else packed in order at ``SMEM_ALIGN``. What
     codegen carves the dynamic shared memory into, and the emulator's pool."""
-    offsets = k.annotations.get("smem_offsets") or {}
+    offsets = SMEM_OFFSETS.get(k.annotations) or {}
     out: dict[int, int] = {}
     total = 0
     cursor = 0
@@ -137,8 +138,8 @@ def plan_shared_memory(func: PrimFunc, no_reuse: Any = None, no_barriers: Any = 
                     out.append(st)
                 body = SeqStmt(tuple(out))
             ann = dict(k.annotations)
-            ann["smem_offsets"] = offsets
-            ann["smem_bytes"] = max((o + b.nbytes() for b, o in offsets.items()), default=0)
+            ann[SMEM_OFFSETS.name] = offsets
+            ann[SMEM_BYTES.name] = max((o + b.nbytes() for b, o in offsets.items()), default=0)
             return Kernel(k.grid, k.threads, k.block_vars, k.allocs, body, dict(k.alloc_inits), ann,
                           thread_var=k.thread_var, span=k.span)
 

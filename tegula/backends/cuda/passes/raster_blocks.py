@@ -30,6 +30,7 @@ import dataclasses
 import math
 from typing import Optional
 
+from tegula.ir.annotations import SWIZZLE
 from tegula.arith.simplify import const_int
 from tegula.errors import ConfigError
 from tegula.ir import expr as E
@@ -90,7 +91,7 @@ def raster_panel(k: Kernel, panel=None) -> int:
     if panel is not None and not panel:
         return 0
     ann = k.annotations
-    if len(k.block_vars) < 2 or any(ann.get(key) for key in ("swizzle", "swizzle_disabled", "blocks_reversed")):
+    if len(k.block_vars) < 2 or any(ann.get(key) for key in (SWIZZLE.name, "swizzle_disabled", "blocks_reversed")):
         return 0
     grid = [const_int(E.as_expr(g)) for g in k.grid]
     if any(g is None for g in grid) or grid[0] < 2 or grid[1] < 2 or any(g != 1 for g in grid[2:]):
@@ -123,6 +124,6 @@ def raster_blocks(func: PrimFunc, panel=None) -> PrimFunc:
             p = raster_panel(k, panel)
             if not p:
                 return k
-            return dataclasses.replace(k, annotations={**k.annotations, "swizzle": (p, "row")})
+            return dataclasses.replace(k, annotations={**k.annotations, SWIZZLE.name: (p, "row")})
 
     return M().visit(func)

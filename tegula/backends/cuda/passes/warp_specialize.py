@@ -67,6 +67,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
+from tegula.ir.annotations import CLUSTER, LAYOUT_MAP
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
@@ -238,7 +239,7 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     split, ov = (True, False) if att_ws or att_serial else _wanted(S, consumers, force, overlap, T)
     if not split:
         return None
-    pinned = k.annotations.get("layout_map") or {}
+    pinned = LAYOUT_MAP.get(k.annotations) or {}
     if any(p.dst.buffer in pinned for p in producers):  # T.annotate_layout: no TMA box for it
         return None
     # lets of index arithmetic stay where every thread sees them; the rest is the consumers'
@@ -349,7 +350,7 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
     grid = k.grid
     if plan is not None:
         out = [LetStmt(plan.rank, mc.rank_value(), span=loop.span), *out, mc.cluster_sync()]
-        ann["cluster"], grid = plan.dims, plan.grid
+        ann[CLUSTER.name], grid = plan.dims, plan.grid
     return dataclasses.replace(k, grid=grid, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
                                thread_var=tx, annotations=ann)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from tegula.ir.annotations import LAYOUT_MAP, TMA_MAPS
 from tegula.errors import UnsupportedError
 from tegula.ir import expr as E
 from tegula.ir.stmt import (WARP_SPECIALIZE, AttrStmt, Break, BufferStore, Continue, Evaluate, For,
@@ -89,13 +90,13 @@ def lower_kernel(k: Kernel, arch: str = "sm_80") -> Kernel:
     ann["layouts"] = {b.name: plan.fragments[b].describe() for b in plan.fragments}
     ann["shared_layouts"] = {b.name: ctx.shared(b)[1].describe() for b in shared}
     ann["shared_shapes"] = {b.name: tuple(b.shape) for b in shared}
-    ann.pop("layout_map", None)
+    ann.pop(LAYOUT_MAP.name, None)
     align = {**{ctx.shared(b)[0]: WGMMA_SMEM_ALIGN for b, lay in ctx.smem_layouts.items()
                 if isinstance(lay, WgmmaShared)}, **ctx.smem_align}
     if align:  # shared tiles that need more than 128-byte alignment (wgmma operands, TMA boxes)
         ann["smem_align"] = align
     if ctx.tma_maps:
-        ann["tma_maps"] = list(ctx.tma_maps)
+        ann[TMA_MAPS.name] = list(ctx.tma_maps)
     if ctx.smem_private:  # shared scratch private to one tile op (see smem_liveness)
         ann["smem_private"] = list(ctx.smem_private)
     return Kernel(k.grid, k.threads, k.block_vars, allocs, body, dict(k.alloc_inits), ann,
