@@ -132,9 +132,54 @@ class Candidate:
     kernel: Any = None     # the JITKernel
     latency: Optional[float] = None
     error: Optional[str] = None
+    predicted: Optional[float] = None   # the Analyzer's time, milliseconds
+    bound: Optional[str] = None         # and what bounds it
 
     def summary(self) -> dict:
-        return {"config": self.config, "latency": self.latency, "error": self.error}
+        return {"config": self.config, "latency": self.latency, "error": self.error,
+                "predicted": self.predicted, "bound": self.bound}
+
+
+def analysis_device() -> str:
+    """The GPU the Analyzer's predictions in the autotune table are for: this process's GPU when
+    there is one, else the H200 (the GPU of BENCHMARKS.md)."""
+    from tegula.compat import device
+
+    return device.device_name() or "H200" if device.compute_capability() else "H200"
+
+
+def predict(c: Candidate, device: str) -> None:
+    """Fill ``c.predicted`` (ms) and ``c.bound`` from the Analyzer; left None when it cannot say."""
+    from tegula.tools.analyzer import Analyzer
+
+    fn = c.func if c.func is not None else c.kernel
+    if fn is None:
+        return
+    try:
+        r = Analyzer.analysis(fn, device)
+    except Exception:  # noqa: BLE001 (a dynamic extent, an unknown GPU: no prediction, tuning goes on)
+        return
+    c.predicted, c.bound = r.estimated_time * 1e3, r.bound
+
+
+def format_table(results: Sequence[dict], device: str = "") -> str:
+    """``kernel.autotune_results`` as a table: every configuration tried, its measured time, the
+    Analyzer's prediction and bound beside it (or why it was skipped), fastest first."""
+    keys: list = []
+    for r in results:
+        keys += [k for k in r["config"] if k not in keys]
+    head = [*keys, "measured ms", f"predicted ms{f' ({device})' if device else ''}", "bound", "note"]
+    rows = []
+    order = sorted(results, key=lambda r: (r.get("latency") is None, r.get("latency") or 0.0))
+    for r in order:
+        lat, pred = r.get("latency"), r.get("predicted")
+        rows.append([*(str(r["config"].get(k, "")) for k in keys),
+                     f"{lat:.4f}" if lat is not None else "-", f"{pred:.4f}" if pred is not None else "-",
+                     r.get("bound") or "-", (r.get("error") or "")[:60]])
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
+    line = lambda cells: "  ".join(c.rjust(w) if i < len(head) - 2 else c.ljust(w)  # noqa: E731
+                                   for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return "\n".join([line(head), *(line(row) for row in rows)])
 
 
 class AutoTuneFunction:
@@ -317,10 +362,15 @@ class AutoTuneFunction:
             raise TegulaError(f"autotune({self.name}): none of the {len(cands)} configurations "
                               "built, passed the check and ran", hint=reasons)
         best = min(timed, key=lambda c: c.latency)  # type: ignore[arg-type, return-value]
+        device = analysis_device()
+        for c in cands:
+            predict(c, device)
         kernel = best.kernel
         kernel.latency = best.latency
         kernel.autotune_results = [c.summary() for c in cands]
+        kernel.autotune_table = format_table(kernel.autotune_results, device)
         if self.progress:
+            sys.stderr.write(kernel.autotune_table + "\n")
             sys.stderr.write(f"autotune {self.name}: best {best.config} at {best.latency:.4f} ms "
                              f"({len(timed)} of {len(cands)} configurations timed)\n")
         return kernel
@@ -346,6 +396,7 @@ class AutoTuneFunction:
         kernel.config = dict(config)
         kernel.latency = hit.get("latency")
         kernel.autotune_results = hit.get("results", [])
+        kernel.autotune_table = format_table(kernel.autotune_results) if kernel.autotune_results else ""
         return kernel
 
     # -- tuning --------------------------------------------------------------------------------

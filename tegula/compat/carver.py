@@ -12,6 +12,8 @@ the tile's arithmetic intensity and the stages that fit.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import types
 from dataclasses import dataclass, field
@@ -82,6 +84,8 @@ class CUDA(TileDevice):
         self.max_smem_usage = 2 * spec.smem_per_block
         self.l2_cache_size_bytes = spec.l2_bytes
         self.dram_bandwidth_GBps = spec.dram_GBps
+        self.sfu_tops = spec.sfu_tflops            # the Analyzer's SFU and L2 tile terms (0: left out)
+        self.l2_tile_GBps = spec.l2_tile_GBps
         self.bandwidth = [spec.dram_GBps * 1000 * 4, spec.dram_GBps * 1000]  # MB/s: L2 modelled as 4x DRAM
 
     @staticmethod
@@ -96,8 +100,7 @@ class CUDA(TileDevice):
             raise ConfigError(f"carver: no figures for {name or 'this GPU'} (compute capability "
                               f"{cap[0]}.{cap[1]})", hint="name a known GPU: CUDA('cuda', device='H100')")
         if spec.sms and _device.multiprocessor_count():
-            spec = gpus.GpuSpec(spec.name, spec.capability, _device.multiprocessor_count() or spec.sms,
-                                spec.tflops, spec.dram_GBps, spec.smem_per_block, spec.l2_bytes)
+            spec = dataclasses.replace(spec, sms=_device.multiprocessor_count() or spec.sms)
         return spec
 
     def peak_tflops(self, dtype: Any) -> Optional[float]:

@@ -21,6 +21,8 @@ class GpuSpec:
     smem_per_block: int = 48 * 1024              # bytes a block may use (opt-in maximum)
     l2_bytes: int = 0
     registers_per_block: int = 65536
+    sfu_tflops: float = 0.0                      # special functions (exp2, ...), 0: unknown
+    l2_tile_GBps: float = 0.0                    # L2 -> SM tile bandwidth of all SMs, 0: unknown
 
     def peak_tflops(self, dtype: str) -> Optional[float]:
         """Peak for a gemm whose inputs are ``dtype`` (bfloat16 counts as float16); None when
@@ -41,10 +43,12 @@ GPUS: tuple[GpuSpec, ...] = (
             1008.0, 99 * KB, 72 * MB),
     GpuSpec("H100 PCIe", (9, 0), 114, {"float16": 756.0, "float8": 1513.0, "int8": 1513.0, "float32": 51.2},
             2000.0, 227 * KB, 50 * MB),
+    # sfu: the 3.9 TFLOP/s of special functions the FlashAttention-3 paper gives for H100 SXM5;
+    # l2_tile: fitted to the H200 GEMM 4096^3 of BENCHMARKS.md (60 GB/s per SM), not a data sheet's
     GpuSpec("H100", (9, 0), 132, {"float16": 989.4, "float8": 1978.9, "int8": 1978.9, "float32": 66.9},
-            3350.0, 227 * KB, 50 * MB),
+            3350.0, 227 * KB, 50 * MB, sfu_tflops=3.9, l2_tile_GBps=7900.0),
     GpuSpec("H200", (9, 0), 132, {"float16": 989.4, "float8": 1978.9, "int8": 1978.9, "float32": 66.9},
-            4800.0, 227 * KB, 50 * MB),
+            4800.0, 227 * KB, 50 * MB, sfu_tflops=3.9, l2_tile_GBps=7900.0),
     GpuSpec("B200", (10, 0), 148, {"float16": 2250.0, "float8": 4500.0, "int8": 4500.0, "float32": 80.0},
             8000.0, 227 * KB, 126 * MB),
 )
