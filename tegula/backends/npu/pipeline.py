@@ -55,7 +55,10 @@ NPU_PASSES: tuple[PassSpec, ...] = (
              "copies on legal paths, flag ids in range (errors at the user's line)",
              target_options=("arch",)),
     PassSpec("LowerGemmV0", lower_gemm_v0,
-             "gemm_v0 on L1 operands: MTE1 moves into L0A / L0B, then the cube's mma"),
+             "gemm_v0 on L1 operands: K in L0-sized chunks moved by MTE1 into ping-pong L0A / L0B "
+             "halves, each multiplied into L0C; its own pipe flags in hand-synced kernels",
+             target_options=("arch",),
+             config_options=(("auto_sync", PassConfigKey.TL_ASCEND_AUTO_SYNC),)),
     PassSpec("AutoSchedule", auto_schedule_on,
              "modulo schedules of T.Pipelined loops (II, buffer versions, stages, task order) and "
              "makespan-minimal straight-line code, from the cost model",

@@ -66,7 +66,7 @@ def cube_kernel(A: T.Tensor((30, 64), "float16"), B: T.Tensor((64, 32), "float16
 
 
 def test_lower_gemm_v0_layouts_and_plan_golden():
-    f = plan_npu_memory(infer_fractal_layout(lower_gemm_v0(infer_core_scope(cube_kernel))), A2A3)
+    f = plan_npu_memory(infer_fractal_layout(lower_gemm_v0(infer_core_scope(cube_kernel), auto_sync=True)), A2A3)
     assert _body(f) == """\
 a = T.alloc_L1((30, 64), "float16")
 b = T.alloc_L1((64, 32), "float16")
