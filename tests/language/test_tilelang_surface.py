@@ -69,3 +69,12 @@ def test_refused_attribute_and_annotation_uses():
         def k(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=128):
                 t = T.alloc_tmem([128, 64], "float32")
+
+
+def test_eager_module():
+    from tegula.language import eager
+
+    assert eager.prim_func is T.prim_func and eager.macro is T.macro and eager.const is T.const
+    assert eager.bfloat16 == "bfloat16" and eager.float8_e8m0fnu == "float8_e8m0fnu"
+    with pytest.raises(tegula.errors.UnsupportedError, match="T.annotate_compile_flags"):
+        eager.annotate_compile_flags(["-O3"])
