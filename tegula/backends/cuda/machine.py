@@ -14,6 +14,9 @@ MAX_THREADS_PER_BLOCK = 1024
 SM_COUNT = 132
 # L2 of an H100 (the H200 has 60 MB): operands smaller than this stay in L2 in any block order
 L2_BYTES = 50 * 2**20
+# bytes: where every shared buffer starts in the block's pool (PlanSharedMemory, codegen, the
+# emulator and the resource check)
+SMEM_ALIGN = 128
 # shared memory a block has without opting in (cuFuncSetAttribute) to more
 STATIC_SMEM_LIMIT = 48 * 1024
 # the most dynamic shared memory one block may opt in to, by compute capability
@@ -26,3 +29,8 @@ def smem_limit(arch: str) -> int:
     digits = "".join(c for c in arch if c.isdigit())
     cc = int(digits) if digits else 80
     return SMEM_LIMIT.get(cc, max(v for k, v in SMEM_LIMIT.items() if k <= cc) if cc >= 80 else STATIC_SMEM_LIMIT)
+
+
+def align(n: int, a: int = SMEM_ALIGN) -> int:
+    """``n`` bytes rounded up to ``a`` (default :data:`SMEM_ALIGN`)."""
+    return -(-n // a) * a

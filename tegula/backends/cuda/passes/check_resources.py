@@ -14,8 +14,7 @@ from tegula.errors import ResourceError, UnsupportedError
 from tegula.ir.expr import Builtin
 from tegula.ir.stmt import AttrStmt, Kernel, PrimFunc
 from tegula.ir.visitor import Visitor
-from tegula.backends.cuda.machine import MAX_THREADS_PER_BLOCK, smem_limit
-from tegula.backends.cuda.passes.plan_shared_memory import align
+from tegula.backends.cuda.machine import MAX_THREADS_PER_BLOCK, align, smem_limit
 
 
 

@@ -32,15 +32,8 @@ from tegula.ir import dtype as dt
 from tegula.ir.stmt import Kernel, PrimFunc, SeqStmt
 from tegula.ir.visitor import Mutator
 from tegula.backends.cuda.analysis.shared_access import barrier
+from tegula.backends.cuda.machine import SMEM_ALIGN, align
 from tegula.backends.cuda.analysis.smem_liveness import Liveness, liveness
-
-SMEM_ALIGN = 128  # bytes: where every shared buffer starts (codegen, emulator and resource check)
-
-
-def align(n: int, a: int = SMEM_ALIGN) -> int:
-    """``n`` bytes rounded up to ``a`` (default ``SMEM_ALIGN``)."""
-    return -(-n // a) * a
-
 
 def _is_mbarrier(b: Any) -> bool:
     """Shared ``uint64`` tiles hold mbarriers (``T.alloc_barrier``, TMA stage barriers)."""

@@ -37,9 +37,8 @@ from tegula.ir.buffer import SHARED_DYN, Buffer, BufferRegion
 from tegula.ir.stmt import (WARP_SPECIALIZE, Atomic, AttrStmt, BufferStore, Copy, CumSum, For, Gemm, IfThenElse, Kernel,
                             PrimFunc, Reduce, SeqStmt, Stmt, seq)
 from tegula.ir.visitor import Mutator, post_order_visit, uses_var
-from tegula.backends.cuda.machine import smem_limit
+from tegula.backends.cuda.machine import align, smem_limit
 from tegula.backends.cuda.passes.lower_tile_ops.context import whole
-from tegula.backends.cuda.passes.plan_shared_memory import align
 from tegula.backends.cuda.analysis.tma import tma_box_ok, tma_store_ok
 
 # Whether, by default, a gemm accumulator stored from registers (``T.copy(C_local, C[...])``) is

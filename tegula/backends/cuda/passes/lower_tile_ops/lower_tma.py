@@ -35,6 +35,7 @@ from tegula.errors import UnsupportedError
 from tegula.ir.stmt import AttrStmt, Copy, Evaluate, IfThenElse, Stmt, seq
 from tegula.layout.shared import RowMajor, Swizzled
 from tegula.layout.wgmma import WgmmaShared
+from tegula.backends.cuda.analysis.tma import tma_copy_ok
 from tegula.backends.cuda.passes.lower_tile_ops.context import Ctx, addr, call, region_index, sync
 
 # the copy engine's swizzle modes (CUtensorMapSwizzle) by swizzle width in bytes
@@ -84,8 +85,6 @@ def lower_tma_copy(ctx: Ctx, c: Copy, plain: Any) -> Stmt:
         if not ctx.hopper:
             return AttrStmt("hopper_only", "T.tma_copy", plain(Copy(src, dst, rest, span=c.span)),
                             span=c.span)
-        from tegula.backends.cuda.passes.tma_pipeline import tma_copy_ok
-
         if not tma_copy_ok(c):
             raise UnsupportedError(
                 f"T.tma_copy: the copy engine cannot load '{src.buffer.name}' into "
