@@ -19,9 +19,10 @@ from tegula.errors import KernelTypeError, ScopeError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
-from tegula.ir.stmt import BufferStore, Evaluate
+from tegula.ir.stmt import Break, BufferStore, Continue, Evaluate
 from tegula.language import primitives as P
 from tegula.language.builder import current
+from tegula.language.parser import loop_control
 
 __all__ = [
     "acos",
@@ -90,7 +91,7 @@ __all__ = [
     "annotate_l2_hit_ratio", "annotate_restrict_buffers", "func_attr", "SharedBuffer",
     "LocalBuffer", "FragmentBuffer", "Unroll", "Vectorized", "parallel", "handle",
     "float8_e8m0fnu", "tfloat32", "async_copy", "warpgroup_fence_operand", "index_to_coordinates",
-    "If", "Then", "Else",
+    "If", "Then", "Else", "loop_break", "break_loop", "continue_loop",
 ]
 
 WARP = 32
@@ -596,3 +597,22 @@ def Then() -> _Branch:  # noqa: N802
 def Else() -> _Branch:  # noqa: N802
     """``with T.Else():``: the branch of ``with T.If(cond):`` taken when ``cond`` does not hold."""
     return _Branch("Else")
+
+
+# -- loop exits --------------------------------------------------------------------------------
+
+
+def loop_break() -> None:
+    """``T.loop_break()``: Python's ``break`` in a kernel loop (serial, unrolled, pipelined or
+    ``while``; not ``T.Parallel``). All targets."""
+    loop_control(current("T.loop_break"), Break)
+
+
+def break_loop() -> None:
+    """``T.break_loop()``: ``T.loop_break()`` (TIR's name)."""
+    loop_break()
+
+
+def continue_loop() -> None:
+    """``T.continue_loop()``: Python's ``continue`` in a kernel loop (not ``T.Parallel``). All targets."""
+    loop_control(current("T.continue_loop"), Continue)

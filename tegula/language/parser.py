@@ -458,13 +458,7 @@ class Parser:
         self.b.emit(While(E.cast("bool", cond), seq(body)))
 
     def _loop_control(self, node: ast.stmt, cls: type) -> None:
-        kinds = self.b.loop_kinds
-        word = "break" if cls is Break else "continue"
-        if not kinds:
-            raise KernelSyntaxError(f"`{word}` outside a kernel loop")
-        if kinds[-1] == "parallel":
-            raise ScopeError(f"`{word}` cannot be used in a T.Parallel loop: its iterations run at once")
-        self.b.emit(cls())
+        loop_control(self.b, cls)
 
     def visit_Break(self, node: ast.Break) -> None:
         self._loop_control(node, Break)
@@ -736,6 +730,18 @@ class Parser:
 def _is_signature_error(e: TypeError, func: Any) -> bool:
     msg = str(e)
     return any(s in msg for s in ("positional argument", "keyword argument", "required", "takes"))
+
+
+def loop_control(b: Any, cls: type) -> None:
+    """Emit ``break`` (``cls`` Break) or ``continue`` into the innermost kernel loop of builder
+    ``b``; errors outside a loop and in T.Parallel (whose iterations run at once)."""
+    kinds = b.loop_kinds
+    word = "break" if cls is Break else "continue"
+    if not kinds:
+        raise KernelSyntaxError(f"`{word}` outside a kernel loop")
+    if kinds[-1] == "parallel":
+        raise ScopeError(f"`{word}` cannot be used in a T.Parallel loop: its iterations run at once")
+    b.emit(cls())
 
 
 def _signature_message(e: TypeError) -> str:

@@ -106,10 +106,9 @@ _GROUPS: dict[str, str] = {
     "TileLang's PrimFunc/JITFunc objects, TVM dtypes)": """
         CUDASourceCodeKernel PrimFunc JITFunc AnyDType get_tvm_dtype KernelLaunchFrame meta_class
         """,
-    "an early exit (break, continue, a thread returning) is not in tegula's IR: loops run their "
-    "whole trip count, which pipelining and the emulator's checks rely on; guard the rest of the "
-    "body with `if`": """
-        continue_loop break_loop loop_break thread_return
+    "a thread leaving the kernel early is not in tegula's IR (the barriers and the emulator's "
+    "checks count every thread to the end); guard the rest of the kernel with `if`": """
+        thread_return
         """,
     "raw addresses and tensors at addresses or with strides: tegula binds contiguous tensors and "
     "reaches memory through buffers (T.access_ptr, T.make_tensor over a parameter's data)": """

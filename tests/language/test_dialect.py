@@ -243,3 +243,28 @@ def test_tir_if_needs_then():
                     with T.If(A[i] > 0):
                         A[i] = 0.0
     assert "A[i] = 0.0" in str(e.value)
+
+
+def test_loop_break_and_continue_loop(target, rng):
+    @T.prim_func
+    def main(A: T.Tensor((16,), "int32"), O: T.Tensor((1,), "int32")):
+        with T.Kernel(1, threads=32):
+            acc = T.alloc_var(T.int32, init=0)
+            for i in T.serial(16):
+                if A[i] < 0:
+                    T.loop_break()
+                if A[i] % 2 == 1:
+                    T.continue_loop()
+                acc = acc + A[i]
+            O[0] = acc
+
+    k = built(main, target, out_idx=[1])
+    a = rng.integers(0, 9, 16).astype(np.int32)
+    a[11] = -1
+    want = sum(int(x) for x in a[:11] if x % 2 == 0)
+    assert to_host(k(*to_device(target, a)))[0] == want
+    with pytest.raises(tegula.errors.KernelSyntaxError, match="outside a kernel loop"):
+        @T.prim_func
+        def bad(A: T.Tensor((16,), "int32")):
+            with T.Kernel(1, threads=32):
+                T.loop_break()
