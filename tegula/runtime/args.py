@@ -6,6 +6,7 @@ dimensions, shape (binding dynamic dimensions), device and contiguity. A mismatc
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -211,6 +212,37 @@ def bind(func: PrimFunc, inputs: Sequence[int], args: Sequence[Any], device: str
                 raise ArgumentError(f"argument '{p.name}': expected shape {_shape_str(p.shape)} = "
                                     f"{_shape_str(want)}, got {_shape_str(got)}")
     return Bound(values, dyn, like_torch)
+
+
+_UNCHANGED: dict = {}
+
+
+def unchanged(args: tuple) -> Optional[tuple]:
+    """``(check, state)`` such that ``check(later, state)`` is True when the tuple ``later`` holds
+    exactly the tensors of ``args``, alive and unchanged since: the same objects, at the same
+    version (torch bumps it on every in-place change, of data or of sizes and strides) and
+    address (``x.data = y`` bumps nothing). None when a tensor keeps no version (inference
+    tensors). ``check`` is straight-line code made once per number of arguments: a call's
+    cheapest safe test that its validated plan still applies."""
+    try:
+        state = (tuple(weakref.ref(a) for a in args) + tuple(a._version for a in args)
+                 + tuple(a.data_ptr() for a in args))
+    except (RuntimeError, AttributeError, TypeError):
+        return None
+    n = len(args)
+    check = _UNCHANGED.get(n)
+    if check is None:
+        a = [f"a{i}" for i in range(n)]
+        names = [f"r{i}" for i in range(n)] + [f"v{i}" for i in range(n)] + [f"p{i}" for i in range(n)]
+        conds = [f"r{i}() is a{i}" for i in range(n)] + [f"a{i}._version == v{i}" for i in range(n)] + \
+                [f"a{i}.data_ptr() == p{i}" for i in range(n)]
+        src = (f"def check(args, state):\n    if len(args) != {n}:\n        return False\n"
+               + (f"    {', '.join(a)}, = args\n    {', '.join(names)}, = state\n" if n else "")
+               + f"    return {' and '.join(conds) or 'True'}\n")
+        env: dict = {}
+        exec(src, env)
+        check = _UNCHANGED[n] = env["check"]
+    return check, state
 
 
 def _scalar(p: Var, arg: Any) -> Any:

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import os
-import operator
-import weakref
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
@@ -14,11 +12,6 @@ from tegula.ir.stmt import PrimFunc
 from tegula.runtime import args as A
 from tegula.runtime import compiled
 from tegula.target import Target, builder_for, kind_of, parse_target
-
-
-_deref = weakref.ReferenceType.__call__
-_version = operator.attrgetter("_version")
-_address = operator.methodcaller("data_ptr")
 
 
 def _poisoning() -> bool:
@@ -78,7 +71,7 @@ class JITKernel:
         self.artifact = builder_for(self.target)(func, self.target, self.pass_configs, self.pipeline)
         self.device = "cpu" if kind_of(self.target).runs_on_host else "cuda"
         self._plans: dict = {}
-        self._last: Optional[tuple] = None   # (ids, weak references, versions, plan, addresses)
+        self._last: Optional[tuple] = None   # (check, state, plan) of the last call (args.unchanged)
         self._all_inputs = self.inputs == list(range(len(func.params)))
         self._route_key = compiled.register(self)  # names its op inside torch.compile
 
@@ -93,13 +86,8 @@ class JITKernel:
         if compiled.tracing():  # torch.compile: the call becomes a custom op of the graph (tegula.torch)
             return compiled.route(self, args, kwargs)
         last = self._last
-        # the tensors of the last validated call, unchanged since: the same objects, alive, of
-        # the same version (torch bumps it on every in-place change, of data or of sizes and
-        # strides) and address (``x.data = y`` bumps nothing)
-        if last is not None and not kwargs and tuple(map(id, args)) == last[0] \
-                and tuple(map(id, map(_deref, last[1]))) == last[0] \
-                and tuple(map(_version, args)) == last[2] and tuple(map(_address, args)) == last[4]:
-            return self._run_plan(args, last[3])
+        if last is not None and not kwargs and last[0](args, last[1]):  # the last call's tensors, unchanged
+            return self._run_plan(args, last[2])
         return self._call(args, kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
@@ -146,11 +134,8 @@ class JITKernel:
 
     def _keep_last(self, args: tuple, outs: list) -> None:
         """Remember ``args`` (validated, with the plan ``outs``) as the last call's tensors."""
-        try:
-            self._last = (tuple(map(id, args)), tuple(map(weakref.ref, args)), tuple(map(_version, args)), outs,
-                          tuple(map(_address, args)))
-        except (RuntimeError, TypeError, AttributeError):  # inference tensors keep no version
-            self._last = None
+        same = A.unchanged(args)
+        self._last = None if same is None else (same[0], same[1], outs)
 
     def _fast_call(self, args: tuple) -> Optional[tuple]:
         """Run without re-validating when every argument is a torch tensor whose dtype, shape,
