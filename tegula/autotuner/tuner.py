@@ -174,7 +174,7 @@ def format_table(results: Sequence[dict], device: str = "") -> str:
     for r in order:
         lat, pred = r.get("latency"), r.get("predicted")
         rows.append([*(str(r["config"].get(k, "")) for k in keys),
-                     f"{lat:.4f}" if lat is not None else "-", f"{pred:.4f}" if pred is not None else "-",
+                     f"{lat:.4f}" if lat is not None else "-", f"{pred:.4g}" if pred is not None else "-",
                      r.get("bound") or "-", (r.get("error") or "")[:60]])
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
     line = lambda cells: "  ".join(c.rjust(w) if i < len(head) - 2 else c.ljust(w)  # noqa: E731
