@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import importable, needs_reason
+from conftest import EXTRAS, importable, needs_reason
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -95,6 +95,10 @@ def test_python_blocks_run(page, tmp_path, monkeypatch):
             if expected is not None and type(e).__name__ == expected:
                 ran += 1
                 continue
+            missing = getattr(e, "name", None) or ""
+            extra = next((m for m in EXTRAS if missing == m or missing.startswith(m + ".")), None)
+            if isinstance(e, ModuleNotFoundError) and extra is not None:
+                pytest.skip(f"{where}: {needs_reason(extra)}")   # an optional extra not installed
             raise AssertionError(f"{where}: the block raised {type(e).__name__}: {e}") from e
         assert expected is None, f"{where}: the block should raise {expected} (its mark says so)"
         ran += 1
