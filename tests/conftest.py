@@ -1,33 +1,9 @@
-import importlib
-
 import numpy as np
 import pytest
 
-# The optional extras (pyproject.toml) and the modules that stand for them: a test marked
-# ``@pytest.mark.needs("z3")`` skips, with the extra to install, where the module does not import.
-EXTRAS = {
-    "z3": "npu",
-    "torch": "torch",
-    "matplotlib": "vis",
-    "cuda.bindings": "cuda",
-    "hypothesis": "test",
-}
+from optional_extras import hide_test_folders_named_like_extras, importable, needs_reason
 
-
-def importable(module: str) -> bool:
-    """Whether ``module`` imports here (an extra may be missing, or made unimportable on purpose)."""
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
-
-
-def needs_reason(module: str) -> str:
-    """The skip reason of a test that needs ``module``: the module and the extra that brings it."""
-    extra = EXTRAS.get(module)
-    how = f" (pip install -e '.[{extra}]')" if extra else ""
-    return f"needs {module}{how}"
+hide_test_folders_named_like_extras()
 
 
 def pytest_configure(config):

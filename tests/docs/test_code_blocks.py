@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXTRAS, importable, needs_reason
+from optional_extras import EXTRAS, importable, needs_reason
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
