@@ -78,6 +78,16 @@ class VecRow:
     def param_names(self) -> list:
         return [p.split("=")[0] for p in self.params]
 
+    def defaults(self) -> dict:
+        """The parameters with a default, and its value (``None``, an int, or a string)."""
+        out = {}
+        for p in self.params:
+            name, sep, default = p.partition("=")
+            if sep:
+                out[name] = None if default == "None" else \
+                    int(default) if default.lstrip("-").isdigit() else default
+        return out
+
 
 # -- semantics helpers -----------------------------------------------------------------------
 def _relu(x: Any) -> Any:
@@ -338,7 +348,37 @@ def _binary(pto: Optional[str], asc: Optional[str], asc_s: Optional[str] = None,
 
 def _cast_fields(s: Any) -> dict:
     wide = s.dst.dtype.itemsize > s.srcs[0].dtype.itemsize
-    return {"round": "CAST_NONE" if wide else "CAST_RINT"}
+    return {"round": s.attrs.get("mode") or ("CAST_NONE" if wide else "CAST_RINT")}
+
+
+# how a conversion to an integer rounds, by Ascend's RoundMode (to a float: to nearest even)
+ROUNDING = {"CAST_NONE": np.rint, "CAST_RINT": np.rint, "CAST_FLOOR": np.floor, "CAST_CEIL": np.ceil,
+            "CAST_TRUNC": np.trunc, "CAST_ROUND": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
+            "CAST_ODD": np.rint}
+
+
+def _check_cast(dst: tuple, srcs: list, attrs: dict) -> dict:
+    if attrs.get("mode", "CAST_RINT") not in ROUNDING:
+        raise VecOpError(f"unknown rounding mode {attrs.get('mode')!r}", hint="modes: " + ", ".join(ROUNDING))
+    if srcs[0] is None or int(np.prod(srcs[0])) != int(np.prod(dst)):
+        raise VecOpError(f"the source {srcs[0] and tuple(srcs[0])} does not match the destination {tuple(dst)}")
+    return attrs
+
+
+def _cast(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    """A conversion: to an integer rounded by the mode and saturated to the type's range."""
+    x = np.asarray(srcs[0]).reshape(dst.shape)
+    if dst.dtype.kind in "iu" and x.dtype.kind == "f":
+        info = np.iinfo(dst.dtype)
+        x = np.clip(np.nan_to_num(ROUNDING[attrs.get("mode", "CAST_RINT")](x.astype(np.float64))),
+                    info.min, info.max)
+    out = x.astype(dst.dtype)
+    count = attrs.get("count")
+    if count is not None and int(count) < dst.size:
+        keep = dst.copy().reshape(-1)
+        keep[:int(count)] = out.reshape(-1)[:int(count)]
+        return keep.reshape(dst.shape)
+    return out
 
 
 def _shape_fields(s: Any) -> dict:
@@ -374,10 +414,11 @@ _ROWS = [
     _row("copy", "src", lambda x: x,
          {"pto": {"t": "TMOV({d}, {0});"}, "ascendc": {"t": "DataCopy({d}, {0}, {n});"}},
          parallel="load"),
-    _row("cast", "src, mode=CAST_RINT, count=None", lambda x: x,
+    _row("cast", "src, mode=CAST_RINT, count=None", _cast,
          {"pto": {"t": "TCVT({d}, {0}, RoundMode::{round});"},
           "ascendc": {"t": "Cast({d}, {0}, RoundMode::{round}, {n});"}},
-         cost=(256, 1, 7), ignore=("mode",), fields=_cast_fields, parallel="cast"),
+         cost=(256, 1, 7), raw=True, attrs=("mode",), check=_check_cast, fields=_cast_fields,
+         parallel="cast"),
     _row("round", "src, count=None", np.rint,
          {"pto": {"t": "TCVT({d}, {0}, RoundMode::CAST_RINT);"},
           "ascendc": {"t": "Cast({d}, {0}, RoundMode::CAST_RINT, {n});"}}, cost=(256, 1, 7)),

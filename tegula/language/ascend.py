@@ -228,8 +228,8 @@ def _vec(op: str, args: tuple, kwargs: dict) -> None:
             if name in row.ignore:
                 continue
             if name in row.attrs or name == "count":
-                if v is not None:
-                    attrs[name] = _attr(v, name, what)
+                if v is not None and not _is_default(v, sig.parameters[name].default):
+                    attrs[name] = _attr(v, name, what)   # defaults stay implicit
                 continue
             if name in row.scalars and isinstance(v, (Buffer, BufferRegion)) and _numel(v) == 1:
                 r = semantic.to_region(v, f"{what} operand '{name}'")
@@ -268,11 +268,10 @@ def _vec(op: str, args: tuple, kwargs: dict) -> None:
 
 def _signature(row: Any) -> inspect.Signature:
     ps = [inspect.Parameter("dst", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    for p in row.params:
-        name, sep, default = p.partition("=")
-        dv = inspect.Parameter.empty if not sep else \
-            (None if default == "None" else int(default) if default.lstrip("-").isdigit() else default)
-        ps.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=dv))
+    defaults = row.defaults()
+    for name in row.param_names():
+        ps.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=defaults.get(name, inspect.Parameter.empty)))
     return inspect.Signature(ps)
 
 
@@ -284,6 +283,11 @@ def _attr(v: Any, name: str, what: str) -> Any:
         raise KernelTypeError(f"{what}: '{name}' must be known when the kernel is built, got an "
                               "expression of the kernel's values")
     return v
+
+
+def _is_default(v: Any, default: Any) -> bool:
+    """A Python value equal to the parameter's default (an IR value never is)."""
+    return v is default or (isinstance(v, (str, int, float)) and type(v) is type(default) and v == default)
 
 
 def _numel(v: Any) -> Optional[int]:

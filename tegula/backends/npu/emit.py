@@ -191,7 +191,7 @@ class Walker:
             n = 1
             for e in s.dst.tile_shape():
                 n *= int(e)
-        fields = {"n": n, "T": c_type(s.dst.dtype), **{k: v for k, v in s.attrs.items()}}
+        fields = {"n": n, "T": c_type(s.dst.dtype), **row.defaults(), **s.attrs}
         if s.srcs and isinstance(s.srcs[0], BufferRegion):
             fields["ST"] = c_type(s.srcs[0].dtype)
         if row.fields is not None:

@@ -87,6 +87,8 @@ def _rand(rng, shape, dtype, kind="normal"):
     if np.dtype(dtype).kind in "iu":
         return rng.integers(0, 100, shape).astype(dtype)
     x = rng.standard_normal(shape)
+    if kind == "halves":
+        x = rng.integers(-20, 21, shape) / 2 + rng.choice([0, 0.1, -0.1], shape) * (rng.random(shape) < 0.3)
     if kind == "pos":
         x = np.abs(x) + 0.5
     return x.astype(dtype)
@@ -196,6 +198,11 @@ CASES = [
      lambda x0, y: np.clip(x0.astype(np.float64), -0.5, 0.5)),
     ("cast", "t", [T2 + ("normal",)], ((R, C), "float16"), lambda f, y, a: f(y, a, "CAST_RINT", R * C),
      lambda x0, y: x0.astype(np.float64)),
+    # to an integer, by rounding mode, on halves (ties) and other values
+    *[("cast", "t", [((R, C), F, "halves")], ((R, C), "int32"), lambda f, y, a, m=m: f(y, a, m),
+       lambda x0, y, fn=fn: fn(x0.astype(np.float64)))
+      for m, fn in (("CAST_RINT", np.rint), ("CAST_FLOOR", np.floor), ("CAST_CEIL", np.ceil),
+                    ("CAST_TRUNC", np.trunc), ("CAST_ROUND", lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5)))],
     ("fill", "s", [T2 + ("normal",)], T2, lambda f, y, a: f(y, 2.5), lambda x0, y: np.full(x0.shape, 2.5)),
     # a one-element tile as the value (upstream's T.tile.fill(col, total)): its element
     ("fill", "s", [((1,), F, "normal")], T2, lambda f, y, a: f(y, a),
@@ -520,3 +527,28 @@ def test_a_read_declared_in_the_table_is_seen_by_every_sync_pass(monkeypatch):
     assert seen("add") == [False] * 4
     monkeypatch.setitem(vecops.VEC_OPS, "add", dataclasses.replace(vecops.VEC_OPS["add"], reads_dst=True))
     assert seen("add") == [True] * 4
+
+
+@T.prim_func
+def parallel_casts(A: T.Tensor((16, 32), "float32"), B: T.Tensor((16, 32), "int32")):
+    with T.Kernel(1, is_npu=True) as (cid, vid):
+        a = T.alloc_ub((8, 32), "float32")
+        b = T.alloc_ub((8, 32), "int32")
+        with T.Scope("V"):
+            T.copy(A[vid * 8:vid * 8 + 8, 0:32], a)
+            for i, j in T.Parallel(8, 32):
+                b[i, j] = T.Cast("int32", a[i, j])
+            T.copy(b, B[vid * 8:vid * 8 + 8, 0:32])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_parallel_cast_stays_a_truncation_as_a_vector_op(target):
+    """ParallelToVec turns ``T.Cast("int32", a[i, j])`` into a cast that truncates (CAST_TRUNC),
+    as T.Cast means on every target."""
+    rng = np.random.default_rng()
+    a = (4 * rng.standard_normal((16, 32))).astype(np.float32)
+    b = tegula.compile(parallel_casts, target=target, pass_configs=AUTO, out_idx=[-1])(a)
+    np.testing.assert_array_equal(b, np.trunc(a.astype(np.float64)).astype(np.int32))
+    if target == "ascend-emu:a2a3":
+        src = tegula.compile(parallel_casts, target="ascend-pto:a2a3", pass_configs=AUTO).get_kernel_source()
+        assert "TCVT(b, a, RoundMode::CAST_TRUNC);" in src

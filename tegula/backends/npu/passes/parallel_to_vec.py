@@ -63,14 +63,16 @@ def parallel_as_vec(s: For) -> Optional[VecOp]:
                          or isinstance(n, BufferLoad) else None)
         return not used
 
-    def vec(form: str, *srcs: Any) -> Optional[VecOp]:
+    def vec(form: str, *srcs: Any, **attrs: Any) -> Optional[VecOp]:
         row = PARALLEL_FORMS.get(form)
-        return None if row is None else VecOp(row.name, b.region(), tuple(srcs), span=s.span)
+        return None if row is None else VecOp(row.name, b.region(), tuple(srcs), attrs, span=s.span)
 
     v = body.value
     if tile(v) is not None:
         return vec("load", tile(v))
     if isinstance(v, E.Cast) and tile(v.value) is not None:
+        if b.dtype.is_int and v.value.dtype.is_float:   # T.Cast truncates toward zero
+            return vec("cast", tile(v.value), mode="CAST_TRUNC")
         return vec("cast", tile(v.value))
     if isinstance(v, E.Call) and len(v.args) == 1 and tile(v.args[0]) is not None:
         return vec(f"call:{v.name}", tile(v.args[0]))
