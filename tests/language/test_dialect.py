@@ -268,3 +268,39 @@ def test_loop_break_and_continue_loop(target, rng):
         def bad(A: T.Tensor((16,), "int32")):
             with T.Kernel(1, threads=32):
                 T.loop_break()
+
+
+def _ws_gemm(mode):
+    @T.prim_func
+    def g(A: T.Tensor((256, 512), "float16"), B: T.Tensor((512, 512), "float16"), C: T.Tensor((256, 512), "float32")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            As = T.alloc_shared((64, 64), "float16")
+            Bs = T.alloc_shared((64, 128), "float16")
+            Cl = T.alloc_fragment((64, 128), "float32")
+            if mode == "off":
+                T.disable_warp_group_reg_alloc()
+            if mode == "given":
+                T.annotate_producer_reg_dealloc(24)
+                T.annotate_consumer_reg_alloc(240)
+            T.clear(Cl)
+            for k in T.Pipelined(8, num_stages=3):
+                T.copy(A[by * 64, k * 64], As)
+                T.copy(B[k * 64, bx * 128], Bs)
+                T.gemm(As, Bs, Cl)
+            T.copy(Cl, C[by * 64, bx * 128])
+    return g
+
+
+@pytest.mark.skipif(not __import__("tegula.backends.cuda.compiler", fromlist=["x"]).available_backends(),
+                    reason="needs a CUDA compiler (NVRTC or nvcc)")
+def test_register_budget_hints_of_warp_specialized_kernels(rng):
+    src = {m: tegula.compile(_ws_gemm(m), target="cuda:sm_90a").get_kernel_source() for m in ("default", "off", "given")}
+    assert "warpgroup_reg_dealloc<40>" in src["default"] and "warpgroup_reg_alloc<232>" in src["default"]
+    assert "warpgroup_reg_alloc" not in src["off"] and "warpgroup_reg_dealloc" not in src["off"]
+    assert "warpgroup_reg_dealloc<24>" in src["given"] and "warpgroup_reg_alloc<240>" in src["given"]
+    a = rng.standard_normal((256, 512)).astype(np.float16)
+    b = rng.standard_normal((512, 512)).astype(np.float16)
+    for m in ("off", "given"):  # the same product on the sm_90a emulator
+        c = np.zeros((256, 512), np.float32)
+        tegula.compile(_ws_gemm(m), target="cuda-emu:sm_90a")(a, b, c)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2)

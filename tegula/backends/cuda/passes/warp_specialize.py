@@ -87,6 +87,17 @@ from tegula.backends.cuda.analysis import tma_multicast as mc
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
+def _reg_budget(k: Kernel, name: str, role: int, default: int) -> list:
+    """The ``setmaxnreg`` of one role (0: producer, 1: consumers): the kernel's ``ws_regs``
+    annotation (``T.disable_warp_group_reg_alloc``: None, none at all;
+    ``T.annotate_producer_reg_dealloc`` / ``annotate_consumer_reg_alloc``: the counts) or the
+    default budget."""
+    regs = k.annotations.get("ws_regs", (None, None))
+    if regs is None:
+        return []
+    return [call_stmt(name, template=(regs[role] or default,))]
+
+
 def _reads_memory(e: Any) -> bool:
     found: list = []
     post_order_visit(e, lambda n: found.append(n) if isinstance(n, BufferLoad) else None)
@@ -343,8 +354,8 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
     # (one if / else: the emulator runs its sides as tasks that take turns at their waits)
     out = [*lets, init, IfThenElse(
         E.compare("ge", tx, lo_p),
-        region(lo_p, WARPGROUP, call_stmt("tl::warpgroup_reg_dealloc", template=(PRODUCER_REGS,)), produce),
-        region(0, T, call_stmt("tl::warpgroup_reg_alloc", template=(CONSUMER_REGS,)), *consume), span=loop.span)]
+        region(lo_p, WARPGROUP, *_reg_budget(k, "tl::warpgroup_reg_dealloc", 0, PRODUCER_REGS), produce),
+        region(0, T, *_reg_budget(k, "tl::warpgroup_reg_alloc", 1, CONSUMER_REGS), *consume), span=loop.span)]
     allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + tuple(bars)
     ann = {**restaged_annotations(k.annotations, new_allocs), "warp_specialized": tuple(range(T // WARPGROUP))}
     grid = k.grid
