@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 ALL = ["elementwise_add", "softmax", "gemm", "flash_attention", "rmsnorm", "gemm_int8", "write_a_pass",
-       "splitk_gemm", "quantize", "linear_macro", "gemm_fp8"]
+       "splitk_gemm", "quantize", "linear_macro", "gemm_fp8", "torch_ops"]  # torch_ops: tests/torch
 
 
 def test_every_example_is_listed(examples_dir):
