@@ -9,14 +9,14 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
   python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"; lscpu | grep "Model name"; } > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 if [ -z "${NO_BENCH:-}" ]; then
-  timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_launch.py --out "$OUT/bench_launch.json" ${BENCH_ARGS:-} > "$OUT/bench_launch.log" 2>&1
+  timeout ${BENCH_TIMEOUT:-120} python3 benchmarks/bench_launch.py --out "$OUT/bench_launch.json" ${BENCH_ARGS:-} > "$OUT/bench_launch.log" 2>&1
   echo "bench_launch rc=$?"; tail -12 "$OUT/bench_launch.log"
 fi
 if [ -z "${NO_TESTS:-}" ]; then
-  timeout ${TEST_TIMEOUT:-330} python3 -m pytest -q -m gpu -p no:cacheprovider ${TESTS:-tests/torch} > "$OUT/pytest.log" 2>&1
+  timeout ${TEST_TIMEOUT:-240} python3 -m pytest -q -m gpu -p no:cacheprovider ${TESTS:-tests/torch} > "$OUT/pytest.log" 2>&1
   echo "pytest rc=$?"; grep -E "passed|failed|Error|error" "$OUT/pytest.log" | tail -25
 fi
 if [ -z "${NO_EXAMPLE:-}" ]; then
-  timeout ${EXAMPLE_TIMEOUT:-100} python3 examples/torch_ops.py --target cuda > "$OUT/example.log" 2>&1
+  timeout ${EXAMPLE_TIMEOUT:-90} python3 examples/torch_ops.py --target cuda > "$OUT/example.log" 2>&1
   echo "example rc=$?"; tail -5 "$OUT/example.log"
 fi
