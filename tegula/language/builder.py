@@ -34,6 +34,7 @@ class KernelFrame:
     safe_values: dict = field(default_factory=dict)  # T.annotate_safe_value: buffer -> value
     thread_var: Optional[Var] = None  # the thread index, once T.get_thread_binding asked for it
     block_vars: tuple = ()  # blockIdx.x, .y, .z as bound by the `with T.Kernel(...) as ...`
+    grid: tuple = ()  # the grid's extents (ints or expressions), as T.Kernel gave them
     attr_scopes: list = field(default_factory=list)  # the `with T.attr(...)` blocks open here
     reducers: dict = field(default_factory=dict)  # T.alloc_reducer tiles -> op
 

@@ -91,7 +91,8 @@ __all__ = [
     "annotate_l2_hit_ratio", "annotate_restrict_buffers", "func_attr", "SharedBuffer",
     "LocalBuffer", "FragmentBuffer", "Unroll", "Vectorized", "parallel", "handle",
     "float8_e8m0fnu", "tfloat32", "async_copy", "warpgroup_fence_operand", "index_to_coordinates",
-    "If", "Then", "Else", "loop_break", "break_loop", "continue_loop",
+    "If", "Then", "Else", "loop_break", "break_loop", "continue_loop", "get_block_extent",
+    "get_block_extents",
 ]
 
 WARP = 32
@@ -616,3 +617,17 @@ def break_loop() -> None:
 def continue_loop() -> None:
     """``T.continue_loop()``: Python's ``continue`` in a kernel loop (not ``T.Parallel``). All targets."""
     loop_control(current("T.continue_loop"), Continue)
+
+
+def get_block_extent(dim: int = 0) -> Any:
+    """``T.get_block_extent(dim=0)``: the grid's number of blocks along ``dim`` (``gridDim``; an
+    int, or the expression ``T.Kernel`` was given). All targets."""
+    k = current("T.get_block_extent").require_kernel("T.get_block_extent")
+    if not isinstance(dim, int) or isinstance(dim, bool) or not 0 <= dim < 3:
+        raise KernelTypeError(f"T.get_block_extent: dim must be 0, 1 or 2, got {dim!r}")
+    return k.grid[dim] if dim < len(k.grid) else 1
+
+
+def get_block_extents() -> list:
+    """``T.get_block_extents()``: the grid's extents along x, y, z. All targets."""
+    return [get_block_extent(d) for d in range(3)]

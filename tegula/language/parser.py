@@ -495,7 +495,7 @@ class Parser:
                                   f"{len(names)} block index name(s)")
         default = ["bx", "by", "bz"]
         block_vars = tuple(new_var(names[i] if names else default[i]) for i in range(len(ctx.grid)))
-        frame = KernelFrame(threads=tuple(ctx.threads), block_vars=block_vars)
+        frame = KernelFrame(threads=tuple(ctx.threads), block_vars=block_vars, grid=tuple(ctx.grid))
         if ctx.cluster is not None:
             frame.annotations["cluster"] = ctx.cluster
         frame.names.update(self.b.param_names)

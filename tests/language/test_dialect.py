@@ -304,3 +304,22 @@ def test_register_budget_hints_of_warp_specialized_kernels(rng):
         c = np.zeros((256, 512), np.float32)
         tegula.compile(_ws_gemm(m), target="cuda-emu:sm_90a")(a, b, c)
         np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2)
+
+
+def test_thread_and_block_extents(target):
+    @T.prim_func
+    def main(O: T.Tensor((3, 8), "int32")):
+        with T.Kernel(3, 2, threads=(64, 2)) as (bx, by):
+            gx, gy, gz = T.get_block_extents()
+            tx, ty, tz = T.get_thread_extents()
+            if bx == 0 and by == 0:
+                for i in T.Parallel(3):
+                    O[i, 0] = gx * 100 + gy * 10 + gz
+                    O[i, 1] = T.get_block_extent(0) + T.get_thread_extent(0) + tx * 0 + ty + tz
+            for i in T.Parallel(3):
+                O[i, 2 + bx * 2 + by] = bx * 10 + by
+
+    k = built(main, target, out_idx=[0])
+    o = to_host(k())
+    assert (o[:, 0] == 321).all() and (o[:, 1] == 3 + 64 + 2 + 1).all()
+    assert [int(o[0, 2 + x * 2 + y]) for x in range(3) for y in range(2)] == [x * 10 + y for x in range(3) for y in range(2)]
