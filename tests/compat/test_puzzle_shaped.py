@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 HELPER = '''
@@ -207,6 +209,7 @@ print("ALL PUZZLES OK")
 '''
 
 
+@pytest.mark.needs("torch")   # the programs import torch, as the puzzles do
 def test_puzzle_shaped_programs_run_through_the_alias(tmp_path):
     (tmp_path / "helper.py").write_text(HELPER)
     (tmp_path / "prog.py").write_text(PROGRAM)
