@@ -81,3 +81,48 @@ def test_parallel_footprint_is_the_region_it_touches(seed):
                    pass_configs={"tegula.npu_emu_seed": seed})(A, B)
     a = A.double().numpy()
     np.testing.assert_allclose(B.double().numpy(), np.concatenate([a[:16, ::-1] * 2, a[16:]]), rtol=1e-6)
+
+
+def scalar_unit_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((2, 64), "float32"), B: T.Tensor((2, 8), "float32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((1, 64), "float32")
+            b = T.alloc_ub((8,), "float32")
+            with T.Scope("V"):
+                T.copy(A[vid, 0], a)
+                T.barrier_all()
+                for j in T.serial(8):
+                    x = a[0, j * 8]      # the scalar unit reads a UB element
+                    b[j] = x * 2.0 + 1.0  # and writes one
+                T.copy(b, B[vid, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend-emu:a2a3", "ascend-emu:a5"])
+def test_scalar_loads_and_stores_of_ub_elements(target):
+    A = torch.randn(2, 64)
+    B = torch.full((2, 8), float("nan"))
+    tegula.compile(scalar_unit_kernel(), target=target)(A, B)
+    np.testing.assert_allclose(B.double().numpy(), A.double().numpy()[:, ::8] * 2 + 1, rtol=1e-6)
+
+
+def test_a_scalar_load_deciding_a_loop_is_a_located_error():
+    from tegula.errors import UnsupportedError
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((64,), "int32")
+            with T.Scope("V"):
+                T.copy(A, a)
+                T.barrier_all()
+                n = a[0]
+                for j in T.serial(n):
+                    a[j] = 0
+                T.copy(a, B)
+    A = torch.zeros(64, dtype=torch.int32)
+    B = torch.zeros(64, dtype=torch.int32)
+    with pytest.raises(UnsupportedError, match="'n' holds an element the scalar unit reads from on-chip tile 'a'") as e:
+        tegula.compile(main, target="ascend-emu:a2a3")(A, B)
+    assert "test_npu_emu_strictness.py" in str(e.value) and "for j in T.serial(n)" in str(e.value)

@@ -168,6 +168,9 @@ class Block:
             return
         s_clock[(c, "S")] = s_clock.get((c, "S"), 0) + 1
         ins.issue_clock = dict(s_clock)
+        if ins.kind == "op" and ins.pipe == "S":  # the scalar unit's own load / store: done now
+            self._run(c, "S", ins, s_clock)
+            return
         self.queues[c][ins.pipe].append(ins)
 
     def execute(self, c: int, p: str, n: int) -> None:
@@ -177,11 +180,7 @@ class Block:
         _join(clock, ins.issue_clock)
         clock[t] = clock.get(t, 0) + 1
         if ins.kind == "op":
-            deferred = self.check(c, p, ins, clock)
-            ins.run()
-            for (key, lo, hi, before), args in deferred:
-                if not np.array_equal(before, self.gm[key[1]][lo:hi]):
-                    self.race(*args)
+            self._run(c, p, ins, clock)
         elif ins.kind == "set":
             key = (c,) + ins.event + (ins.flag,)
             if key in self.flags:
@@ -207,6 +206,13 @@ class Block:
                                     f"flag misuse: cross-core flag {ins.flag} has more than "
                                     f"{self.m.cross_flag_max_pending} sets pending ({ins.where()})")
             self.window_reset(c, p)
+
+    def _run(self, c: int, p: str, ins: Any, clock: dict) -> None:
+        deferred = self.check(c, p, ins, clock)
+        ins.run()
+        for (key, lo, hi, before), args in deferred:
+            if not np.array_equal(before, self.gm[key[1]][lo:hi]):
+                self.race(*args)
 
     def window_reset(self, c: int, p: str) -> None:
         if p in BARRIER_PIPES:

@@ -100,17 +100,38 @@ class Issuer:
             return e
         if isinstance(e, Const):
             return e.value
-        return self.fn(e)(env)
+        try:
+            r = self.fn(e)(env)
+        except (TypeError, ValueError, AttributeError):
+            r = None
+        if isinstance(r, _Pending) or r is None:
+            pending = [v for v in _vars(e) if isinstance(env[self.ctx.slot(v)], _Pending)]
+            if not pending:
+                return self.fn(e)(env)
+            p = env[self.ctx.slot(pending[0])]
+            raise UnsupportedError(
+                f"'{pending[0].name}' holds an element the scalar unit reads from on-chip tile "
+                f"'{p.buffer}' at line {p.line}; the Ascend emulator issues a core's instructions "
+                "before they run, so such a value can feed scalar stores to on-chip tiles but not "
+                "loop bounds, conditions, tile regions or tile-op operands", _span(e))
+        return r
 
     def issue(self, env: list, core: int, mem: Memory) -> list:
         self.env, self.core, self.mem = env, core, mem
         self.kind = "C" if core == 0 else "V"
         self.out: list = []
+        self.cells: dict = {}  # slot -> [value]: lets the scalar unit computes from tile data
         self.stmt(self.k.body)
         return self.out
 
     # -- statements ----------------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
+        try:
+            self._stmt(s)
+        except UnsupportedError as e:  # located at the innermost statement when it has no place yet
+            raise e.with_span(getattr(s, "span", None))
+
+    def _stmt(self, s: Stmt) -> None:
         env = self.env
         if isinstance(s, SeqStmt):
             for x in s.stmts:
@@ -118,6 +139,8 @@ class Issuer:
         elif isinstance(s, CoreScope):
             if s.kind == self.kind:
                 self.stmt(s.body)
+        elif isinstance(s, LetStmt) and _onchip_loads(s.value):
+            self.out.append(self.scalar_let(s))
         elif isinstance(s, LetStmt):
             env[self.ctx.slot(s.var)] = self.val(s.value, env)
         elif isinstance(s, For) and s.kind == "parallel":
@@ -138,12 +161,70 @@ class Issuer:
                 self.stmt(s.body)
         elif isinstance(s, BufferStore) and s.buffer.scope == "local.var":
             env[self.ctx.slot(s.buffer)][0] = self.val(s.value, env)
+        elif isinstance(s, BufferStore) and s.buffer.scope != "global":
+            self.out.append(self.scalar_store(s))
         elif type(s) in _SYNC:
             self.out.append(_SYNC[type(s)](self, s))
         elif TILE_RULES.get(type(s), EMU) is not None:
             self.out.append(self.tile_op(s))
         else:
             raise UnsupportedError(f"the Ascend emulator cannot run {type(s).__name__}", s.span)
+
+    # -- the scalar unit's loads and stores of on-chip tiles (GetValue / SetValue) --------------
+    def _scalar_env(self, exprs: list, reads: list, what: Any) -> Callable[[], list]:
+        """A function giving, when the instruction runs, the env its expressions see: the
+        scalars of the moment it was issued, the values earlier scalar loads produced, and the
+        on-chip tiles they load from bound to their memory (whose bytes go to ``reads``)."""
+        snap = list(self.env)
+        cells = dict(self.cells)
+        bufs: dict = {}
+        for e in exprs:
+            for n in _onchip_loads(e):
+                bufs[n.buffer] = 1
+        for b in bufs:
+            lo = self.offsets[b]
+            reads.append((self.mem.key(b, self.core), lo, lo + buffer_bytes(b, self.layouts), b.name))
+        mem = self.mem
+
+        def env() -> list:
+            e2 = list(snap)
+            for slot, cell in cells.items():
+                e2[slot] = cell[0]
+            for b in bufs:
+                e2[self.ctx.slot(b)] = mem.elems(b).reshape(self._shape(b))
+            return e2
+        return env
+
+    def scalar_let(self, s: LetStmt) -> Instr:
+        """``x = ub[i]``: the scalar unit reads a tile element on pipe S when it runs."""
+        reads: list = []
+        env = self._scalar_env([s.value], reads, s)
+        fn = self.fn(s.value)
+        slot = self.ctx.slot(s.var)
+        cell: list = [None]
+        self.cells[slot] = cell
+        loads = _onchip_loads(s.value)
+        self.env[slot] = _Pending(loads[0].buffer.name, s.span.line if s.span is not None else 0)
+
+        def run() -> None:
+            cell[0] = fn(env())
+        return Instr("op", "S", s, run, reads, [])
+
+    def scalar_store(self, s: BufferStore) -> Instr:
+        """``ub[i] = x``: the scalar unit writes a tile element on pipe S when it runs."""
+        reads: list = []
+        env = self._scalar_env([s.value, *s.indices], reads, s)
+        b = s.buffer
+        vf, idx = self.fn(s.value), [self.fn(i) for i in s.indices]
+        lo = self.offsets[b]
+        writes = [(self.mem.key(b, self.core), lo, lo + buffer_bytes(b, self.layouts), b.name)]
+        mem = self.mem
+
+        def run() -> None:
+            e2 = env()
+            at = tuple(int(f(e2)) for f in idx)
+            mem.elems(b).reshape(self._shape(b))[at] = vf(e2)
+        return Instr("op", "S", s, run, reads, writes)
 
     # -- tile operations -----------------------------------------------------------------------
     def parallel(self, s: For) -> Instr:
@@ -402,6 +483,39 @@ _SYNC: dict = {
     SetCrossFlag: lambda iss, s: Instr("xset", s.pipe, s, flag=int(iss.val(s.flag, iss.env)), mode=s.mode),
     WaitCrossFlag: lambda iss, s: Instr("xwait", "S", s, flag=int(iss.val(s.flag, iss.env))),
 }
+
+
+class _Pending:
+    """What the issuer holds for a scalar the scalar unit will load from a tile when it runs."""
+
+    def __init__(self, buffer: str, line: int):
+        self.buffer, self.line = buffer, line
+
+
+def _onchip_loads(e: Any) -> list:
+    """The loads of on-chip tile elements (UB, L1, ...) in expression ``e``."""
+    from tegula.ir.expr import BufferLoad
+    from tegula.ir.visitor import post_order_visit
+
+    out: list = []
+    post_order_visit(e, lambda n: out.append(n) if isinstance(n, BufferLoad)
+                     and n.buffer.scope not in ("global", "local.var") else None)
+    return out
+
+
+def _vars(e: Any) -> list:
+    from tegula.ir.expr import Var
+    from tegula.ir.visitor import post_order_visit
+
+    out: list = []
+    post_order_visit(e, lambda n: out.append(n) if isinstance(n, Var) else None)
+    return out
+
+
+def _span(e: Any) -> Any:
+    from tegula.ir.expr import Var
+
+    return None if isinstance(e, Var) else getattr(e, "span", None)  # a Var's span is its definition
 
 
 def _bytes(flat: np.ndarray, valid: np.ndarray, buf: Any) -> tuple:
