@@ -17,7 +17,8 @@
   waited for at the end, are SyncErrors.
 - **Intra-core flags and barriers** order the pipes of one core; in program order they change
   nothing, so here they are only checked (pipes, HardEvent, id 0-7).
-- **Mma**, **VecOp**: :mod:`tegula.backends.npu.semantics`. Copy, Reduce and Fill are the
+- **Mma**, **VecOp**: :mod:`tegula.backends.npu.semantics` (their ``cpu`` rules of the tile-op
+  registry, as the core tile ops have). Copy, Reduce and Fill are the
   interpreter's own rules; copies must follow a legal path of the machine (a2a3 by default).
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 from tegula.errors import KernelTypeError, SyncError, TegulaError
 from tegula.ir.buffer import BufferRegion
+from tegula.ir.tile_rules import tile_rule
 from tegula.ir.npu import (FLAG_IDS, BarrierAll, CoreScope, Mma, NpuKernel, PipeBarrier,
                            SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
 from tegula.backends.closure import MASK, StmtFn, compile_expr, compile_stmt, np_scalar, poison
@@ -253,7 +255,7 @@ def _wait_cross(s: WaitCrossFlag, ctx: Ctx) -> StmtFn:
     return lambda env: env[sched_slot].wait(env[core_slot], idf(env), s)
 
 
-@stmt_rule(Mma)
+@tile_rule(Mma, "cpu")
 def _mma(s: Mma, ctx: Ctx) -> StmtFn:
     ra, rb, rc = Region(s.A, ctx, s), Region(s.B, ctx, s), Region(s.C, ctx, s)
     init = s.init if isinstance(s.init, bool) else compile_expr(s.init, ctx).fn
@@ -265,7 +267,7 @@ def _mma(s: Mma, ctx: Ctx) -> StmtFn:
     return mma
 
 
-@stmt_rule(VecOp)
+@tile_rule(VecOp, "cpu")
 def _vec(s: VecOp, ctx: Ctx) -> StmtFn:
     dst = Region(s.dst, ctx, s)
     ops = [Region(x, ctx, s) if isinstance(x, BufferRegion) else compile_expr(x, ctx).fn for x in s.srcs]
