@@ -325,6 +325,24 @@ def _brcb(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
     return out.reshape(dst.shape)
 
 
+def _gatherb(dst: np.ndarray, srcs: list, attrs: dict) -> np.ndarray:
+    """32-byte blocks gathered by byte offset: block ``j`` of repeat ``r`` of dst (at block
+    ``r * dst_rep_stride + j * dst_blk_stride``) is the source block at ``offset[r * 8 + j]``."""
+    src = np.ascontiguousarray(srcs[0]).reshape(-1).view(np.uint8)
+    offs = np.asarray(srcs[1]).reshape(-1).astype(np.int64)
+    rep, bs, rs = int(attrs["repeat_time"]), int(attrs["dst_blk_stride"]), int(attrs["dst_rep_stride"])
+    out = np.ascontiguousarray(dst).copy()
+    raw = out.reshape(-1).view(np.uint8)
+    for r in range(rep):
+        for j in range(8):
+            o, at = int(offs[r * 8 + j]), (r * rs + j * bs) * 32
+            if o < 0 or o + 32 > src.size or at + 32 > raw.size:
+                raise VecOpError(f"gatherb block {r * 8 + j} (source byte {o}, destination byte {at}) "
+                                 "is out of range")
+            raw[at:at + 32] = src[o:o + 32]
+    return out
+
+
 # -- spelling helpers ---------------------------------------------------------------------------
 def _unary(pto: Optional[str], asc: Optional[str]) -> dict:
     return {"pto": {"t": f"{pto}({{d}}, {{0}});"} if pto else {},
@@ -525,6 +543,10 @@ _ROWS = [
          {"pto": {"r": "TROWEXPAND({d}, {0});"},
           "ascendc": {"r": "Brcb({d}, {0}, {repeat_times}, {{{dst_blk_stride}, {dst_repeat_stride}}});"}},
          raw=True, attrs=("repeat_times", "dst_blk_stride", "dst_repeat_stride"), check=_check_any),
+    _row("gatherb", "src, offset, repeat_time, dst_blk_stride, dst_rep_stride", _gatherb,
+         {"ascendc": {"tt": "Gatherb({d}, {0}, {1}, {repeat_time}, {{{dst_blk_stride}, {dst_rep_stride}}});"}},
+         raw=True, attrs=("repeat_time", "dst_blk_stride", "dst_rep_stride"), check=_check_any,
+         cost=(128, 2, 12)),
     # -- upstream's "experiment" spellings (a count of elements, a per-row operand)
     _row("sub_experiment", "src0, src1, count", np.subtract,
          {"ascendc": {"tt": "Sub({d}, {0}, {1}, {n});"}}),

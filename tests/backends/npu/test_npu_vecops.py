@@ -295,6 +295,10 @@ CASES += [
     ("reduce_sum_experiment", "t", [((R * C,), F, "normal")], ((8,), F), lambda f, y, a: f(y, a, 100),
      lambda x0, y: _per_core(lambda a, b: np.concatenate([[a[:100].sum()], b[1:]]), x0.astype(np.float64),
                              y.astype(np.float64))),
+    # blocks of 8 floats gathered in reverse order (byte offsets), two repeats
+    ("gatherb", "tt", [((128,), F, "normal"), ((16,), "uint32", np.concatenate([np.arange(15, -1, -1) * 32] * 2).astype(np.uint32))],
+     ((128,), F), lambda f, y, a, o: f(y, a, o, 2, 1, 8),
+     lambda x0, x1, y: _per_core(lambda a: a.reshape(16, 8)[::-1].reshape(-1), x0.astype(np.float64))),
     ("brcb_experiment", "r", [((16,), F, "normal")], ((16, 8), F), lambda f, y, a: f(y, a, 2, 1, 8),
      lambda x0, y: _per_core(lambda a: np.repeat(a[:, None], 8, axis=1), x0.astype(np.float64))),
     *[(f"row_expand_{op}_experiment", "tr", [((R, C), F, "pos"), (shape, F, "pos")], T2,
