@@ -126,3 +126,26 @@ def test_a_scalar_load_deciding_a_loop_is_a_located_error():
     with pytest.raises(UnsupportedError, match="'n' holds an element the scalar unit reads from on-chip tile 'a'") as e:
         tegula.compile(main, target="ascend-emu:a2a3")(A, B)
     assert "test_npu_emu_strictness.py" in str(e.value) and "for j in T.serial(n)" in str(e.value)
+
+
+def ub_float_to_int():
+    @T.prim_func
+    def main(A: T.Tensor((2, 16), "float32"), B: T.Tensor((2, 16), "int32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((1, 16), "float32")
+            b = T.alloc_ub((1, 16), "int32")
+            with T.Scope("V"):
+                T.copy(A[vid, 0], a)
+                T.copy(a, b)  # UB -> UB conversion: the vector unit's Cast, CAST_RINT
+                T.copy(b, B[vid, 0])
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend-emu:a2a3", "ascend-emu:a5"])
+def test_ub_float_to_int_copy_rounds_to_nearest_even(target):
+    halves = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1.7, -1.7])
+    A = torch.cat([halves, torch.randn(8) * 100]).repeat(2, 1)
+    B = torch.zeros(2, 16, dtype=torch.int32)
+    tegula.compile(ub_float_to_int(), target=target, pass_configs={"tl.ascend_auto_sync": True})(A, B)
+    np.testing.assert_array_equal(B.numpy(), np.rint(A.double().numpy()).astype(np.int32))
+    assert B[0, :6].tolist() == [0, 2, 2, 0, -2, -2]

@@ -156,11 +156,25 @@ def _has_scope(s: Any) -> bool:
     return False
 
 
+class _UbCasts(Mutator):
+    """A UB -> UB ``T.copy`` from a float tile to an integer one is the vector unit's conversion,
+    ``T.tile.cast`` with ``CAST_RINT``: round to nearest, ties to even, as TileLang-Ascend's
+    ``copy_ub_to_ub`` does it (``AscendC::Cast(dst, src, RoundMode::CAST_RINT, n)`` for every pair
+    of types but the exact widenings), not the truncation of a C cast."""
+
+    def visit_Copy(self, s: Copy) -> Stmt:
+        src, dst = s.src.buffer, s.dst.buffer
+        if src.scope == dst.scope == "ub" and src.dtype.is_float and not dst.dtype.is_float:
+            return VecOp("cast", s.dst, (s.src,), {"mode": "CAST_RINT"}, span=s.span)
+        return s
+
+
 def infer_kernel(k: NpuKernel) -> NpuKernel:
-    """The kernel with scopes inferred (see the module docstring)."""
+    """The kernel with scopes inferred (see the module docstring); UB -> UB float -> integer
+    copies become the vector unit's rounding conversion (:class:`_UbCasts`)."""
     import dataclasses
 
-    return dataclasses.replace(k, body=_wrap(k.body))
+    return dataclasses.replace(k, body=_wrap(_UbCasts().visit(k.body)))
 
 
 class _Kernels(Mutator):
