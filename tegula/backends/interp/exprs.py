@@ -14,7 +14,7 @@ import numpy as np
 
 from tegula.errors import OutOfBoundsError
 from tegula.ir.expr import Builtin, BufferLoad, Select
-from tegula.backends.closure import (MASK, ORDERING_ONLY, CExpr, bitcast, checks_unwritten, compile_expr,
+from tegula.backends.closure import (MASK, ORDERING_ONLY, CExpr, bitcast, device_assert, checks_unwritten, compile_expr,
                                      extern_code_error, has_effects, unwritten, unwritten_read)
 from tegula.backends.interp.context import Ctx, expr_rule
 
@@ -25,6 +25,8 @@ def _builtin(e: Builtin, ctx: Ctx) -> CExpr:
         return bitcast(e, ctx)
     if e.name == "call_extern":
         raise extern_code_error(e, e.span)
+    if e.name == "device_assert":
+        return device_assert(e, ctx)
     if e.name in ORDERING_ONLY:  # kernels run one after another here: nothing to order
         return CExpr(lambda env: np.True_, False)
     raise ctx.rules.unimplemented("builtin", e.name, e.span,
@@ -79,9 +81,11 @@ def _load(e: BufferLoad, ctx: Ctx) -> CExpr:
 def _checked_load(e: BufferLoad, fn: Any, vec: bool) -> Any:
     """``fn`` reporting an element of a fragment or local buffer that was never written (the
     active lanes' only: masked-off lanes read what they like)."""
+    isnan = np.isnan
+
     def load(env: list) -> Any:
         v = fn(env)
-        if unwritten(v) is None:
+        if not isnan(v).any() or unwritten(v) is None:   # the common case: one pass, no NaN
             return v
         m = env[MASK]
         read = v
