@@ -123,6 +123,11 @@ class RaceError(TegulaError):
     """A data race or memory error found while emulating a kernel."""
 
 
+class DeviceAssertError(TegulaError):
+    """A ``T.device_assert(cond, msg)`` whose condition was false when the kernel ran (``cpu`` and
+    ``cuda-emu``; on a GPU the kernel prints the message and traps)."""
+
+
 class SyncError(TegulaError):
     """A synchronisation bug found while running a kernel: a deadlock, or a flag set twice
     before its wait or left pending at the end (NPU cross-core and pipe flags)."""

@@ -462,3 +462,21 @@ def jump(s: Any) -> StmtFn:
     def run(env: Env) -> None:
         raise sig()
     return run
+
+
+def device_assert(e: Any, ctx: Any) -> CExpr:
+    """``T.device_assert(cond, msg)`` on the host backends: a DeviceAssertError at the user's line
+    when ``cond`` is false in any active lane (``e.args[0]``; the message is ``e.attr("msg")``)."""
+    from tegula.errors import DeviceAssertError
+
+    fc = compile_expr(e.args[0], ctx).fn
+    msg, span = e.attr("msg", ""), e.span or getattr(ctx, "span", None)
+
+    def check(env: Env) -> Any:
+        ok = np.asarray(fc(env), dtype=bool)
+        m = env[MASK]
+        bad = ~ok if m is None else (~ok & np.asarray(m, dtype=bool))
+        if bad.any():
+            raise DeviceAssertError(f"T.device_assert failed{': ' + msg if msg else ''}", span)
+        return np.True_
+    return CExpr(check, False)

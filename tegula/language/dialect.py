@@ -92,7 +92,7 @@ __all__ = [
     "LocalBuffer", "FragmentBuffer", "Unroll", "Vectorized", "parallel", "handle",
     "float8_e8m0fnu", "tfloat32", "async_copy", "warpgroup_fence_operand", "index_to_coordinates",
     "If", "Then", "Else", "loop_break", "break_loop", "continue_loop", "get_block_extent",
-    "get_block_extents",
+    "get_block_extents", "device_assert",
 ]
 
 WARP = 32
@@ -631,3 +631,16 @@ def get_block_extent(dim: int = 0) -> Any:
 def get_block_extents() -> list:
     """``T.get_block_extents()``: the grid's extents along x, y, z. All targets."""
     return [get_block_extent(d) for d in range(3)]
+
+
+def device_assert(cond: Any, msg: str = "") -> None:
+    """``T.device_assert(cond, msg="")``: stop the kernel where ``cond`` is false: a
+    ``DeviceAssertError`` at this line naming ``msg`` on ``cpu`` and ``cuda-emu``; on a GPU the
+    thread prints the message and traps (the launch fails). Example:
+    ``T.device_assert(idx < N, "index out of range")``."""
+    current("T.device_assert").require_kernel("T.device_assert")
+    if not isinstance(msg, str):
+        raise KernelTypeError(f"T.device_assert: msg must be a string, got {type(msg).__name__}")
+    c = E.as_expr(cond)
+    c = c if c.dtype.is_bool else E.compare("ne", c, 0)
+    current().emit(Evaluate(E.Builtin("device_assert", (c,), dt.bool_, (("msg", msg),))))

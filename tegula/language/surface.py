@@ -130,10 +130,10 @@ _GROUPS: dict[str, str] = {
     "use T.atomic_add / T.atomic_max / T.atomic_min per element": """
         atomic_addx2 atomic_addx4 atomic_load atomic_or atomic_store
         """,
-    "not implemented yet (the generic reduce, block-wide votes, in-kernel asserts, 2-d "
-    "convolution im2col, TileLang's Philox generator)": """
+    "not implemented yet (the generic reduce, block-wide votes, 2-d convolution im2col, "
+    "TileLang's Philox generator)": """
         reduce syncthreads_and syncthreads_count syncthreads_or
-        device_assert c2d_im2col rng_init rng_rand rng_rand_float
+        c2d_im2col rng_init rng_rand rng_rand_float
         """,
     "the grid-wide barrier needs a cooperative launch, which tegula's launcher does not make": """
         sync_grid

@@ -323,3 +323,24 @@ def test_thread_and_block_extents(target):
     o = to_host(k())
     assert (o[:, 0] == 321).all() and (o[:, 1] == 3 + 64 + 2 + 1).all()
     assert [int(o[0, 2 + x * 2 + y]) for x in range(3) for y in range(2)] == [x * 10 + y for x in range(3) for y in range(2)]
+
+
+def _assert_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((128,), "int32"), B: T.Tensor((128,), "int32")):
+        with T.Kernel(1, threads=128):
+            for i in T.Parallel(128):
+                T.device_assert(A[i] < 100, "A holds an index past 100")
+                B[i] = A[i] + 1
+    return main
+
+
+def test_device_assert(target, rng):
+    k = built(_assert_kernel(), target, out_idx=[1])
+    a = rng.integers(0, 100, 128).astype(np.int32)
+    np.testing.assert_array_equal(to_host(k(*to_device(target, a))), a + 1)
+    if target != "cuda":
+        a[77] = 100
+        with pytest.raises(tegula.errors.DeviceAssertError, match="A holds an index past 100") as e:
+            k(*to_device(target, a))
+        assert 'T.device_assert(A[i] < 100, "A holds an index past 100")' in str(e.value)

@@ -645,6 +645,13 @@ for _kind in ("shfl_idx", "shfl_down", "shfl_up"):
     _shfl_print(_kind)
 
 
+@builtin_rule("device_assert")
+def _device_assert(p: ExprPrinter, e: E.Builtin) -> Rendered:
+    """``T.device_assert(cond, msg)``: print the message and trap where ``cond`` is false."""
+    msg = c_string(f"T.device_assert failed: {e.attr('msg', '')}\n")
+    return f"(void)(({p(e.args[0])}) || (printf({msg}), __trap(), 0))", PRIMARY
+
+
 @builtin_rule("printf")
 def _printf(p: ExprPrinter, e: E.Builtin) -> Rendered:
     parts = [c_string(e.attr("fmt", ""))]

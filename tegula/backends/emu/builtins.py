@@ -14,7 +14,7 @@ import numpy as np
 
 from tegula.errors import RaceError, UnsupportedError
 from tegula.ir import expr as E
-from tegula.backends.closure import MASK, CExpr, bitcast, compile_expr, extern_code_error
+from tegula.backends.closure import MASK, CExpr, bitcast, compile_expr, device_assert, extern_code_error
 from tegula.backends.emu.context import STATE, BufInfo, Ctx, builtin_rule, lanes_of
 from tegula.backends.emu.exprs import compile_element
 from tegula.backends.emu.memory import (Addr, AsyncCopy, byte_offset, check_align, check_tma_sources,
@@ -117,6 +117,11 @@ def _sync_warp(e: E.Builtin, ctx: Ctx) -> CExpr:
         warp_lanes(env, n, span, "__syncwarp()")
         return np.True_
     return CExpr(sync, False)
+
+
+@builtin_rule("device_assert")
+def _device_assert(e: E.Builtin, ctx: Ctx) -> CExpr:
+    return device_assert(e, ctx)
 
 
 @builtin_rule("bitcast")

@@ -227,7 +227,12 @@ def _same(tb: ThreadBody, s: Stmt) -> Stmt:
     return s
 
 
+def _evaluate(tb: ThreadBody, s: Evaluate) -> Stmt:
+    """A call made for its effect (``T.device_assert``, ...): its operands at this iteration."""
+    return Evaluate(tb.expr(s.value), span=s.span)
+
+
 _BODY: dict[type, Callable[[ThreadBody, Any], Stmt]] = {
     SeqStmt: _seq, BufferStore: _store, LetStmt: _let, IfThenElse: _if, For: _for,
-    While: _while, Break: _same, Continue: _same, Evaluate: _same,
+    While: _while, Break: _same, Continue: _same, Evaluate: _evaluate,
 }
