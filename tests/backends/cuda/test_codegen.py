@@ -377,7 +377,8 @@ def test_ahead_of_time_compile_without_gpu(backend, tmp_path):
     assert art.metadata["kernels"][0]["block"] == [128, 1, 1]
     assert again.artifact.metadata["cached"] and again.artifact.cubin == art.cubin
     if not gpu_available():
-        with pytest.raises(CudaError, match="no usable CUDA GPU"):
+        # without a GPU; or, where nvcc built it but cuda-bindings is not installed, without the driver API
+        with pytest.raises(CudaError, match="no usable CUDA GPU|running a CUDA kernel needs cuda-bindings"):
             art.run([None, None, None])
 
 
