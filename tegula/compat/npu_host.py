@@ -252,6 +252,9 @@ class NpuHost:
             out._tegula_npu = True
             return out
 
+        # torch.ops.npu.npu_*: the operators torch_npu registers, which need Ascend hardware
+        saved_ops = torch.ops.__dict__.get(DEVICE)
+        torch.ops.__dict__[DEVICE] = _Module("torch.ops.npu")
         torch.Tensor.npu = to_npu  # type: ignore[attr-defined]
         torch.Tensor.is_npu = property(lambda t: True)  # type: ignore[attr-defined]
         mode = _torch_mode_class()()
@@ -265,6 +268,10 @@ class NpuHost:
 
         def undo() -> None:
             config.settings = old_settings
+            if saved_ops is None:
+                torch.ops.__dict__.pop(DEVICE, None)
+            else:
+                torch.ops.__dict__[DEVICE] = saved_ops
             _target.declare(old_kind)
             mode.__exit__(None, None, None)
             for k, v in saved_methods.items():

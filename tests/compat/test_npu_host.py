@@ -107,6 +107,8 @@ def test_npu_host_in_process_and_nothing_active_outside():
         assert str(tegula.target.parse_target("ascendc")) == "ascend-emu:a5"
         with pytest.raises(UnsupportedError, match="torch_npu.npu_rotary_mul needs Ascend hardware"):
             torch_npu.npu_rotary_mul(x)
+        with pytest.raises(UnsupportedError, match="torch.ops.npu.npu_swiglu needs Ascend hardware"):
+            torch.ops.npu.npu_swiglu(x)
     assert "torch_npu" not in sys.modules and not hasattr(torch, "npu")
     assert not hasattr(torch.Tensor, "npu")
     assert str(tegula.target.parse_target("ascendc")) == "ascendc:a2a3"
