@@ -92,7 +92,7 @@ __all__ = [
     "LocalBuffer", "FragmentBuffer", "Unroll", "Vectorized", "parallel", "handle",
     "float8_e8m0fnu", "tfloat32", "async_copy", "warpgroup_fence_operand", "index_to_coordinates",
     "If", "Then", "Else", "loop_break", "break_loop", "continue_loop", "get_block_extent",
-    "get_block_extents", "device_assert",
+    "get_block_extents", "device_assert", "atomic_addx2", "atomic_addx4",
 ]
 
 WARP = 32
@@ -644,3 +644,39 @@ def device_assert(cond: Any, msg: str = "") -> None:
     c = E.as_expr(cond)
     c = c if c.dtype.is_bool else E.compare("ne", c, 0)
     current().emit(Evaluate(E.Builtin("device_assert", (c,), dt.bool_, (("msg", msg),))))
+
+
+# -- vector atomics ----------------------------------------------------------------------------
+
+
+def _atomic_addxn(width: int) -> Callable:
+    name = f"atomic_addx{width}"
+
+    def f(dst: Any, value: Any, return_prev: bool = False) -> None:
+        what = f"T.{name}"
+        current(what).require_kernel(what)
+        if return_prev:
+            from tegula.errors import UnsupportedError
+
+            raise UnsupportedError(f"{what}(..., return_prev=True) is not supported: the {width} previous "
+                                   "values would be a vector value", hint=f"use T.atomic_add(x, v, return_prev=True) per element")
+        loads = []
+        for x, role in ((dst, "destination"), (value, "value")):
+            if not isinstance(x, E.BufferLoad):
+                raise KernelTypeError(f"{what} takes the first of {width} consecutive elements as its {role} "
+                                      f"(X[i, j]), got {type(x).__name__}")
+            loads.append(x)
+        d, v = loads
+        for e in range(width):  # one atomic update per element: x[..., j + e] += v[..., k + e]
+            P.atomic_add(d.buffer[(*d.indices[:-1], d.indices[-1] + e)],
+                         v.buffer[(*v.indices[:-1], v.indices[-1] + e)])
+
+    f.__name__ = name
+    f.__doc__ = (f"``T.{name}(X[i, j], V[k, l])``: ``X[i, j + e] += V[k, l + e]`` atomically for the "
+                 f"{width} consecutive elements ``e < {width}`` (CUDA's paired/quad atomics), each "
+                 "element an atomic update of its own. All targets.")
+    return f
+
+
+atomic_addx2 = _atomic_addxn(2)
+atomic_addx4 = _atomic_addxn(4)

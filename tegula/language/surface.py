@@ -126,9 +126,9 @@ _GROUPS: dict[str, str] = {
     "a user-written persistent tile scheduler; tegula does not take a user's scheduler yet": """
         BaseTileScheduler Persistent PersistentTileScheduler
         """,
-    "vector and ordered atomics (x2/x4, load/store with memory order, or) are not implemented yet; "
+    "ordered atomics (load / store with a memory order) and atomic or are not implemented yet; "
     "use T.atomic_add / T.atomic_max / T.atomic_min per element": """
-        atomic_addx2 atomic_addx4 atomic_load atomic_or atomic_store
+        atomic_load atomic_or atomic_store
         """,
     "not implemented yet (the generic reduce, block-wide votes, 2-d convolution im2col, "
     "TileLang's Philox generator)": """

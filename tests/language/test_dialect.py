@@ -344,3 +344,20 @@ def test_device_assert(target, rng):
         with pytest.raises(tegula.errors.DeviceAssertError, match="A holds an index past 100") as e:
             k(*to_device(target, a))
         assert 'T.device_assert(A[i] < 100, "A holds an index past 100")' in str(e.value)
+
+
+def test_atomic_addx2_x4(target, rng):
+    @T.prim_func
+    def main(V: T.Tensor((64, 8), "float32"), X: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=64):
+            for i in T.Parallel(64):
+                T.atomic_addx4(X[0], V[i, 0])
+                T.atomic_addx2(X[4], V[i, 4])
+                T.atomic_addx2(X[6], V[i, 6])
+
+    k = built(main, target)
+    v = rng.standard_normal((64, 8)).astype(np.float32)
+    x = np.zeros(8, np.float32)
+    dv, dx = to_device(target, v, x)
+    k(dv, dx)
+    np.testing.assert_allclose(to_host(dx), v.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
