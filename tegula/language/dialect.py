@@ -659,7 +659,7 @@ def _atomic_addxn(width: int) -> Callable:
             from tegula.errors import UnsupportedError
 
             raise UnsupportedError(f"{what}(..., return_prev=True) is not supported: the {width} previous "
-                                   "values would be a vector value", hint=f"use T.atomic_add(x, v, return_prev=True) per element")
+                                   "values would be a vector value", hint="use T.atomic_add(x, v, return_prev=True) per element")
         loads = []
         for x, role in ((dst, "destination"), (value, "value")):
             if not isinstance(x, E.BufferLoad):
