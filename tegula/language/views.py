@@ -64,9 +64,11 @@ def make_view(base: Any, shape: Any, dtype: Any, what: str, same_size: bool = Fa
                                f"'{base.name}' is {base.scope}", hint="copy the fragment to shared memory first")
     shp = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     d = semantic.check_dtype(dtype, what) if dtype is not None else base.dtype
-    if d != base.dtype:
-        raise UnsupportedError(f"{what}: a view keeps the dtype of '{base.name}' ({base.dtype}), got {d}",
-                               hint="reinterpret elements with T.reinterpret")
+    if d != base.dtype and (d.bits != base.dtype.bits or d.is_bool or base.dtype.is_bool):
+        raise UnsupportedError(f"{what}: a view as {d} ({d.bits} bits) of '{base.name}' ({base.dtype}, "
+                               f"{base.dtype.bits} bits) would split or join elements; a view may change the "
+                               "dtype to another of the same width only",
+                               hint="reinterpret elements with T.reinterpret, or view as a dtype of the same width")
     for x in shp:
         if isinstance(x, bool) or not isinstance(x, (int, Expr)):
             raise ShapeError(f"{what}: dimension {x!r} is neither an int nor an expression")
@@ -88,7 +90,9 @@ def reshape(buf: Any, shape: Any) -> Buffer:
 
 
 def view(buf: Any, shape: Any = None, dtype: Any = None) -> Buffer:
-    """``T.view(A, shape)``: as :func:`reshape` (the same dtype; other dtypes: ``T.reinterpret``)."""
+    """``T.view(A, shape, dtype=None)``: as :func:`reshape`; with ``dtype`` of the same width as
+    ``A``'s (``float32`` as ``int32``, ``float16`` as ``bfloat16``) each element's bits read as
+    ``dtype``. All targets."""
     base = buf.buffer if isinstance(buf, BufferData) else buf
     return make_view(buf, shape if shape is not None else getattr(base, "shape", ()), dtype, "T.view",
                      same_size=True)
@@ -166,17 +170,23 @@ def _copy_loop(c: Copy, views: dict) -> Stmt:
     value: Expr = BufferLoad(src.buffer, tuple(si))
     if src.buffer in views:
         value = BufferLoad(views[src.buffer], remap(src.buffer.shape, views[src.buffer].shape, si))
+        value = _bits_as(value, src.buffer.dtype)
         value = E.select(_in_view(src.buffer, si), value, E.cast(src.buffer.dtype, E.const(0)))
     value = E.cast(dst.buffer.dtype, value) if value.dtype != dst.buffer.dtype else value
     if dst.buffer in views:
-        body: Stmt = BufferStore(views[dst.buffer], remap(dst.buffer.shape, views[dst.buffer].shape, di), value,
-                                 span=c.span)
+        body: Stmt = BufferStore(views[dst.buffer], remap(dst.buffer.shape, views[dst.buffer].shape, di),
+                                 _bits_as(value, views[dst.buffer].dtype), span=c.span)
         body = IfThenElse(_in_view(dst.buffer, di), body, span=c.span)
     else:
         body = BufferStore(dst.buffer, tuple(di), value, span=c.span)
     for v, k in reversed(list(zip(loop_vars, s_dims))):
         body = For(v, E.const(0), s_ext[k], body, "parallel", span=c.span)
     return body
+
+
+def _bits_as(e: Expr, d: Any) -> Expr:
+    """``e``'s bits read as ``d`` (a view of another dtype of the same width), or ``e``."""
+    return e if e.dtype == d else E.Builtin("bitcast", (e,), d)
 
 
 def resolve_views(body: Stmt, views: dict) -> Stmt:
@@ -188,7 +198,8 @@ def resolve_views(body: Stmt, views: dict) -> Stmt:
         def visit_BufferLoad(self, n: BufferLoad) -> Any:
             idx = tuple(self.visit(i) for i in n.indices)
             if n.buffer in views:
-                return BufferLoad(views[n.buffer], remap(n.buffer.shape, views[n.buffer].shape, idx))
+                load = BufferLoad(views[n.buffer], remap(n.buffer.shape, views[n.buffer].shape, idx))
+                return _bits_as(load, n.buffer.dtype)
             return BufferLoad(n.buffer, idx) if idx != n.indices else n
 
         def visit_BufferStore(self, s: BufferStore) -> Any:
@@ -196,7 +207,8 @@ def resolve_views(body: Stmt, views: dict) -> Stmt:
             value = self.visit(s.value)
             buf = s.buffer
             if buf in views:
-                return BufferStore(views[buf], remap(buf.shape, views[buf].shape, idx), value, span=s.span)
+                return BufferStore(views[buf], remap(buf.shape, views[buf].shape, idx),
+                                   _bits_as(value, views[buf].dtype), span=s.span)
             return BufferStore(buf, idx, value, span=s.span)
 
         def visit_Copy(self, c: Copy) -> Any:

@@ -361,3 +361,28 @@ def test_atomic_addx2_x4(target, rng):
     dv, dx = to_device(target, v, x)
     k(dv, dx)
     np.testing.assert_allclose(to_host(dx), v.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_view_with_another_dtype_of_the_same_width(target, rng):
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((4, 32), "int32"), C: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128):
+            s = T.alloc_shared((128,), "float32")
+            T.copy(A, s)
+            bits = T.view(s, (4, 32), "int32")
+            T.copy(bits, B)
+            for i in T.Parallel(128):
+                bits[i // 32, i % 32] = T.bitwise_xor(bits[i // 32, i % 32], -2147483648)  # flip the sign bit
+            T.copy(s, C)
+
+    k = built(main, target, out_idx=[1, 2])
+    a = rng.standard_normal(128).astype(np.float32)
+    b, c = (to_host(x) for x in k(*to_device(target, a)))
+    np.testing.assert_array_equal(b.reshape(-1), a.view(np.int32))
+    np.testing.assert_array_equal(c, -a)
+    with pytest.raises(tegula.errors.UnsupportedError, match="same width"):
+        @T.prim_func
+        def bad(A: T.Tensor((128,), "float32")):
+            with T.Kernel(1, threads=128):
+                s = T.alloc_shared((128,), "float32")
+                v = T.view(s, (256,), "float16")
