@@ -140,26 +140,32 @@ class Candidate:
                 "predicted": self.predicted, "bound": self.bound}
 
 
-def analysis_device() -> str:
-    """The GPU the Analyzer's predictions in the autotune table are for: this process's GPU when
-    there is one, else the H200 (the GPU of BENCHMARKS.md)."""
-    from tegula.compat import device
-
-    return device.device_name() or "H200" if device.compute_capability() else "H200"
+# The Analyzer's prediction of a configuration: ``fn(prim_func_or_kernel) -> (ms, bound, device)``
+# or None. The tools layer installs it (tegula/tools/analyzer.py: the autotuner sits below the
+# tools and the GPU figures, so it is handed the Analyzer rather than importing it).
+PREDICTOR: Optional[Callable[[Any], Optional[tuple]]] = None
 
 
-def predict(c: Candidate, device: str) -> None:
-    """Fill ``c.predicted`` (ms) and ``c.bound`` from the Analyzer; left None when it cannot say."""
-    from tegula.tools.analyzer import Analyzer
+def set_predictor(fn: Optional[Callable[[Any], Optional[tuple]]]) -> None:
+    """Install the function that predicts a configuration's time for the autotune table."""
+    global PREDICTOR
+    PREDICTOR = fn
 
+
+def predict(c: Candidate) -> str:
+    """Fill ``c.predicted`` (ms) and ``c.bound`` from the predictor; returns the device it
+    predicted for ("" when there is no predictor or it cannot say)."""
     fn = c.func if c.func is not None else c.kernel
-    if fn is None:
-        return
+    if PREDICTOR is None or fn is None:
+        return ""
     try:
-        r = Analyzer.analysis(fn, device)
+        got = PREDICTOR(fn)
     except Exception:  # noqa: BLE001 (a dynamic extent, an unknown GPU: no prediction, tuning goes on)
-        return
-    c.predicted, c.bound = r.estimated_time * 1e3, r.bound
+        return ""
+    if got is None:
+        return ""
+    c.predicted, c.bound, device = got
+    return device
 
 
 def format_table(results: Sequence[dict], device: str = "") -> str:
@@ -362,9 +368,9 @@ class AutoTuneFunction:
             raise TegulaError(f"autotune({self.name}): none of the {len(cands)} configurations "
                               "built, passed the check and ran", hint=reasons)
         best = min(timed, key=lambda c: c.latency)  # type: ignore[arg-type, return-value]
-        device = analysis_device()
+        device = ""
         for c in cands:
-            predict(c, device)
+            device = predict(c) or device
         kernel = best.kernel
         kernel.latency = best.latency
         kernel.autotune_results = [c.summary() for c in cands]

@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from tegula.autotuner import tuner as _tuner
 from tegula.errors import ArgumentError
 from tegula.ir import stmt as S
 from tegula.ir.buffer import BufferRegion
@@ -381,3 +382,27 @@ def _device(device: Any) -> Any:
     if not hasattr(device, "dram_bandwidth_GBps"):
         raise ArgumentError(f"Analyzer: device must be a carver.arch.CUDA or a GPU name, got {device!r}")
     return device
+
+
+def analysis_device() -> Any:
+    """The GPU the autotune table's predictions are for (a ``carver.CUDA``): this process's GPU
+    when there is one the GPU table knows, else the H200 (the GPU of BENCHMARKS.md)."""
+    from tegula.compat.carver import CUDA
+    from tegula.errors import ConfigError
+    from tegula.target import gpu_available
+
+    if gpu_available():
+        try:
+            return CUDA("cuda")
+        except ConfigError:
+            pass
+    return CUDA("H200")
+
+
+def predict_for_autotune(fn: Any) -> Optional[tuple]:
+    """``(milliseconds, bound, device name)`` of a configuration, for the autotune table."""
+    r = Analyzer.analysis(fn, analysis_device())
+    return r.estimated_time * 1e3, r.bound, r.device
+
+
+_tuner.set_predictor(predict_for_autotune)

@@ -7,7 +7,8 @@ import pytest
 import tegula
 from tegula import config
 from tegula.autotuner import tuner
-from tegula.tools import Analyzer
+from tegula.tools import Analyzer   # importing the tools installs the Analyzer's predictions
+from tegula.tools.analyzer import analysis_device
 
 from test_autotune import gemm_factory
 
@@ -31,7 +32,7 @@ def test_the_table_has_every_config_with_time_and_prediction(isolated, capsys, r
     k = tuned(128, 128, 64)
     res = k.autotune_results
     assert [r["config"] for r in res] == CONFIGS
-    device = tuner.analysis_device()
+    device = analysis_device()
     for r in res:
         if r["latency"] is None:
             continue
@@ -56,6 +57,15 @@ def test_the_table_has_every_config_with_time_and_prediction(isolated, capsys, r
     assert table in err   # printed as well as returned
     np.testing.assert_allclose(np.asarray(k(*(rng.standard_normal(s).astype(np.float16)
                                               for s in ((128, 64), (64, 128))))).shape, (128, 128))
+
+
+def test_without_a_predictor_the_table_says_so(isolated, monkeypatch):
+    monkeypatch.setattr(tuner, "PREDICTOR", None)
+    tuned = tegula.autotune(configs=CONFIGS[:2], warmup=1, rep=2, progress=False)(
+        tegula.jit(out_idx=[-1], target="cpu")(gemm_factory))
+    k = tuned(64, 64, 32)
+    assert all(r["predicted"] is None for r in k.autotune_results)
+    assert k.autotune_table.splitlines()[1].split()[3] == "-"
 
 
 def test_format_table_names_skipped_configs():
