@@ -59,9 +59,9 @@ def make_view(base: Any, shape: Any, dtype: Any, what: str, same_size: bool = Fa
         raise KernelTypeError(f"{what}: expected a buffer or its .data, got {semantic.describe(base)}")
     while base in b.views:  # a view of a view sees the first buffer
         base = b.views[base]
-    if not (base.is_global or base.is_shared):
-        raise UnsupportedError(f"{what}: only global and shared buffers can be viewed under another shape; "
-                               f"'{base.name}' is {base.scope}", hint="copy the fragment to shared memory first")
+    if not (base.is_global or base.is_shared or base.is_fragment):
+        raise UnsupportedError(f"{what}: only global, shared and fragment buffers can be viewed under another "
+                               f"shape; '{base.name}' is {base.scope}", hint="copy it to a fragment or shared memory first")
     shp = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     d = semantic.check_dtype(dtype, what) if dtype is not None else base.dtype
     if d != base.dtype and (d.bits != base.dtype.bits or d.is_bool or base.dtype.is_bool):

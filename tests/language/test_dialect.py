@@ -386,3 +386,25 @@ def test_view_with_another_dtype_of_the_same_width(target, rng):
             with T.Kernel(1, threads=128):
                 s = T.alloc_shared((128,), "float32")
                 v = T.view(s, (256,), "float16")
+
+
+def test_reshape_of_a_fragment(target, rng):
+    @T.prim_func
+    def main(A: T.Tensor((128,), "float32"), B: T.Tensor((4, 32), "float32"), R: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=128):
+            f = T.alloc_fragment((128,), "float32")
+            r = T.alloc_fragment((4,), "float32")
+            T.copy(A, f)
+            g = T.reshape(f, (4, 32))
+            for i, j in T.Parallel(4, 32):
+                g[i, j] = g[i, j] * 2.0
+            T.copy(g, B)
+            for i in T.Parallel(4):
+                r[i] = g[i, 0] + g[i, 31]
+            T.copy(r, R)
+
+    k = built(main, target, out_idx=[1, 2])
+    a = rng.standard_normal(128).astype(np.float32)
+    b, r = (to_host(x) for x in k(*to_device(target, a)))
+    np.testing.assert_array_equal(b, (a * 2).reshape(4, 32))
+    np.testing.assert_allclose(r, (a * 2).reshape(4, 32)[:, [0, 31]].sum(1), rtol=1e-6)
