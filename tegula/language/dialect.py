@@ -22,7 +22,7 @@ from tegula.ir.buffer import Buffer
 from tegula.ir.stmt import Break, BufferStore, Continue, Evaluate
 from tegula.language import primitives as P
 from tegula.language.builder import current
-from tegula.language.parser import loop_control
+from tegula.language.parser import Ref, loop_control
 
 __all__ = [
     "acos",
@@ -92,7 +92,7 @@ __all__ = [
     "LocalBuffer", "FragmentBuffer", "Unroll", "Vectorized", "parallel", "handle",
     "float8_e8m0fnu", "tfloat32", "async_copy", "warpgroup_fence_operand", "index_to_coordinates",
     "If", "Then", "Else", "loop_break", "break_loop", "continue_loop", "get_block_extent",
-    "get_block_extents", "device_assert", "atomic_addx2", "atomic_addx4",
+    "get_block_extents", "device_assert", "atomic_addx2", "atomic_addx4", "Ref",
 ]
 
 WARP = 32

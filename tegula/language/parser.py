@@ -283,6 +283,9 @@ class Parser:
         if isinstance(old, Buffer) and old.is_var and not isinstance(value, Buffer):
             self.store(old, (0,), value)
             return
+        if isinstance(old, ElementRef):  # a T.Ref macro parameter: the caller's element
+            self.store(old.load.buffer, old.load.indices, value)
+            return
         depth = len(self.b.loop_kinds)
         if name in self.bound_depth and self.bound_depth[name] < depth and _is_ir(value) \
                 and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value_node)):
@@ -542,6 +545,8 @@ class Parser:
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.locals:
             value = self.locals[name]
+            if isinstance(value, ElementRef):  # a T.Ref macro parameter reads its element
+                return value.load
             if isinstance(value, _EndedLoopVar):
                 raise KernelNameError(f"'{name}' is the variable of a loop that has ended; it has no "
                                       "value here", self.src.span(node),
@@ -730,6 +735,37 @@ class Parser:
 def _is_signature_error(e: TypeError, func: Any) -> bool:
     msg = str(e)
     return any(s in msg for s in ("positional argument", "keyword argument", "required", "takes"))
+
+
+class Ref:
+    """``T.Ref`` (also ``T.Ref[dtype]``): the annotation of a ``@T.macro`` parameter passed by
+    reference. Given an element ``X[i]``, the macro reads ``X[i]`` through the name and an
+    assignment to the name stores into ``X[i]``; a ``T.alloc_var`` is passed as itself (as every
+    macro argument that is a variable is). Example::
+
+        @T.macro
+        def bump(x: T.Ref, d):
+            x = x + d          # stores into the caller's element
+
+        bump(S[1], 7)          # S[1] += 7
+    """
+
+    def __class_getitem__(cls, item: Any) -> type:
+        return cls
+
+
+class ElementRef:
+    """A ``T.Ref`` macro parameter bound to the element ``load`` of the caller."""
+
+    def __init__(self, load: E.BufferLoad):
+        self.load = load
+
+
+def is_ref_annotation(ann: Any) -> bool:
+    """Whether a macro parameter's annotation is ``T.Ref`` (or its string form)."""
+    if isinstance(ann, str):
+        return ann.replace(" ", "").split("[")[0].split(".")[-1] == "Ref"
+    return ann is Ref
 
 
 def loop_control(b: Any, cls: type) -> None:

@@ -10,13 +10,13 @@ from tegula import config
 from tegula.errors import KernelSyntaxError, KernelTypeError, TegulaError
 from tegula.ir.buffer import Buffer
 from tegula.ir.dtype import DType
-from tegula.ir.expr import Var
+from tegula.ir.expr import BufferLoad, Var
 from tegula.ir.span import span_scope
 from tegula.ir.stmt import PrimFunc, seq
 from tegula.ir.verify import verify
 from tegula.language import semantic
 from tegula.language.builder import Builder, active, building, caller_span
-from tegula.language.parser import Parser, Source, function_scope, run_body
+from tegula.language.parser import ElementRef, Parser, Source, function_scope, is_ref_annotation, run_body
 from tegula.language.proxy import TensorSpec, ptr_like
 from tegula.language.views import resolve_views
 
@@ -273,7 +273,12 @@ class Macro:
                                     f"({chain}): a macro that calls itself never stops expanding",
                                     hint="a macro is inlined where it is called; write the repetition "
                                          "as a loop (T.serial, or a Python loop over host values)")
-        parser = Parser(b, src, function_scope(self.func), dict(ba.arguments), is_macro=True)
+        args = dict(ba.arguments)
+        for name, p in sig.parameters.items():  # T.Ref parameters given an element bind to it
+            v = args.get(name)
+            if is_ref_annotation(p.annotation) and isinstance(v, BufferLoad) and not v.buffer.is_var:
+                args[name] = ElementRef(v)
+        parser = Parser(b, src, function_scope(self.func), args, is_macro=True)
         b.macros.append(self.__name__)
         try:
             return run_body(parser, src.tree.body)

@@ -120,7 +120,7 @@ _GROUPS: dict[str, str] = {
     "a helper of TileLang's own frontend (eager builder annotations, let-value frames, fragment "
     "internals, dtype validation); give compile_flags / pass_configs to tegula.jit or "
     "tegula.compile": """
-        Ref annotate_compile_flags annotate_pass_configs validate_gemm_ab_dtypes get_let_value
+        annotate_compile_flags annotate_pass_configs validate_gemm_ab_dtypes get_let_value
         has_let_value PartialFragment allocate inline reducer_init reducer_update
         """,
     "a user-written persistent tile scheduler; tegula does not take a user's scheduler yet": """

@@ -408,3 +408,34 @@ def test_reshape_of_a_fragment(target, rng):
     b, r = (to_host(x) for x in k(*to_device(target, a)))
     np.testing.assert_array_equal(b, (a * 2).reshape(4, 32))
     np.testing.assert_allclose(r, (a * 2).reshape(4, 32)[:, [0, 31]].sum(1), rtol=1e-6)
+
+
+@T.macro
+def _bump_ref(x: T.Ref, d):
+    x = x + d
+
+
+@T.macro
+def _bump_value(x, d):
+    x = x + d
+    return x
+
+
+def test_ref_macro_parameters(target):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=32):
+            s = T.alloc_shared((4,), "int32")
+            v = T.alloc_var(T.int32, init=1)
+            for i in T.serial(4):
+                s[i] = i
+            _bump_ref(s[1], 7)       # by reference: s[1] becomes 8
+            _bump_value(s[2], 7)     # by value: s[2] stays 2
+            _bump_ref(v, 5)          # a variable: v becomes 6
+            A[0] = v
+            A[1] = s[1]
+            A[2] = s[2]
+            A[3] = s[3]
+
+    k = built(main, target, out_idx=[0])
+    np.testing.assert_array_equal(to_host(k()), [6, 8, 2, 3])
