@@ -472,7 +472,7 @@ _WHOLE = [
         T.copy(None, None)  # <-
     ''', E.KernelSyntaxError),
     ("dynamic symbol with a bad name", '''
-        n = T.dynamic("not a name")  # <-
+        n = T.dynamic("2n")  # <-
     ''', E.KernelTypeError),
     ("fragment written element-wise from a serial loop", '''
         @T.prim_func
