@@ -187,7 +187,7 @@ def _int_list(x: Any, what: str) -> tuple:
 
 def Pipelined(*args: Any, num_stages: int = 0, order: Optional[Sequence[int]] = None,
               stage: Optional[Sequence[int]] = None, sync: Any = None, group: Any = None,
-              annotations: Optional[dict] = None) -> LoopSpec:
+              annotations: Optional[dict] = None, cross_interval: Any = None) -> LoopSpec:
     if current("T.Pipelined").in_parallel:
         raise ScopeError("T.Pipelined cannot be used inside T.Parallel",
                          hint="pipeline the outer loop; the body of a T.Parallel loop is per element")
@@ -195,6 +195,10 @@ def Pipelined(*args: Any, num_stages: int = 0, order: Optional[Sequence[int]] = 
         raise KernelTypeError(f"T.Pipelined: num_stages must be a non-negative Python int, got {num_stages!r}")
     start, n, step = _range("T.Pipelined", args)
     ann: dict = {"num_stages": num_stages}
+    if cross_interval is not None:  # TileLang-Ascend: how far the cube runs ahead of the vectors (a hint)
+        if not isinstance(cross_interval, int) or isinstance(cross_interval, bool) or cross_interval < 1:
+            raise KernelTypeError(f"T.Pipelined: cross_interval must be a Python int >= 1, got {cross_interval!r}")
+        ann["cross_interval"] = cross_interval
     if order is not None:
         ann["order"] = _int_list(order, "order")
         if sorted(ann["order"]) != list(range(len(ann["order"]))):

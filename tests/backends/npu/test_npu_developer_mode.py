@@ -103,3 +103,29 @@ def test_a_tile_claimed_for_two_memories_names_both_uses():
     assert "'a' is used as UB by T.tile.exp" in msg and "as L1 by T.gemm_v0" in msg
     assert f"line {vec}" in msg and f"line {cube}" in msg
     assert "test_npu_developer_mode.py" in msg
+
+
+def test_pipelined_cross_interval_is_a_checked_hint():
+    from tegula.errors import KernelTypeError
+    from tegula.ir.stmt import For
+
+    def build(ci):
+        @T.prim_func
+        def main(A: T.Tensor((4, 64), "float32"), B: T.Tensor((4, 64), "float32")):
+            with T.Kernel(1, is_npu=True) as (cid, vid):
+                a = T.alloc_ub((1, 64), "float32")
+                with T.Scope("V"):
+                    for k in T.Pipelined(2, num_stages=2, cross_interval=ci):
+                        T.copy(A[vid * 2 + k, 0], a)
+                        T.tile.exp(a, a)
+                        T.copy(a, B[vid * 2 + k, 0])
+        return main
+    loops = []
+    post_order_visit(build(2).body, lambda n: loops.append(n) if isinstance(n, For) else None)
+    assert loops[0].annotations["cross_interval"] == 2
+    A = torch.randn(4, 64)
+    B = torch.full((4, 64), float("nan"))
+    tegula.compile(build(2), target="ascend-emu:a2a3", pass_configs=AUTO)(A, B)
+    np.testing.assert_allclose(B.numpy(), np.exp(A.numpy()), rtol=1e-5)
+    with pytest.raises(KernelTypeError, match="cross_interval must be a Python int >= 1"):
+        build(0)
