@@ -222,27 +222,29 @@ def unchanged(args: tuple) -> Optional[tuple]:
     exactly the tensors of ``args``, alive and unchanged since: the same objects, at the same
     version (torch bumps it on every in-place change, of data or of sizes and strides) and
     address (``x.data = y`` bumps nothing). None when a tensor keeps no version (inference
-    tensors). ``check`` is straight-line code made once per number of arguments: a call's
-    cheapest safe test that its validated plan still applies."""
-    try:
-        state = (tuple(weakref.ref(a) for a in args) + tuple(a._version for a in args)
-                 + tuple(a.data_ptr() for a in args))
-    except (RuntimeError, AttributeError, TypeError):
-        return None
+    tensors). Both the check and the state's making are straight-line code made once per
+    number of arguments: a call's cheapest safe test that its validated plan still applies."""
     n = len(args)
-    check = _UNCHANGED.get(n)
-    if check is None:
-        a = [f"a{i}" for i in range(n)]
-        names = [f"r{i}" for i in range(n)] + [f"v{i}" for i in range(n)] + [f"p{i}" for i in range(n)]
+    fns = _UNCHANGED.get(n)
+    if fns is None:
+        a = "".join(f"a{i}, " for i in range(n))
+        names = "".join(f"r{i}, " for i in range(n)) + "".join(f"v{i}, " for i in range(n)) + \
+            "".join(f"p{i}, " for i in range(n))
         conds = [f"r{i}() is a{i}" for i in range(n)] + [f"a{i}._version == v{i}" for i in range(n)] + \
                 [f"a{i}.data_ptr() == p{i}" for i in range(n)]
-        src = (f"def check(args, state):\n    if len(args) != {n}:\n        return False\n"
-               + (f"    {', '.join(a)}, = args\n    {', '.join(names)}, = state\n" if n else "")
-               + f"    return {' and '.join(conds) or 'True'}\n")
-        env: dict = {}
+        made = [f"ref(a{i})" for i in range(n)] + [f"a{i}._version" for i in range(n)] + \
+               [f"a{i}.data_ptr()" for i in range(n)]
+        unpack = f"    {a}= args\n" if n else ""
+        src = (f"def check(args, state):\n    if len(args) != {n}:\n        return False\n{unpack}"
+               + (f"    {names}= state\n" if n else "") + f"    return {' and '.join(conds) or 'True'}\n"
+               + f"def make(args):\n{unpack}    return ({''.join(m + ', ' for m in made)})\n")
+        env: dict = {"ref": weakref.ref}
         exec(src, env)
-        check = _UNCHANGED[n] = env["check"]
-    return check, state
+        fns = _UNCHANGED[n] = (env["check"], env["make"])
+    try:
+        return fns[0], fns[1](args)
+    except (RuntimeError, AttributeError, TypeError):
+        return None
 
 
 def _scalar(p: Var, arg: Any) -> Any:

@@ -72,6 +72,7 @@ class JITKernel:
         self.device = "cpu" if kind_of(self.target).runs_on_host else "cuda"
         self._plans: dict = {}
         self._last: Optional[tuple] = None   # (check, state, plan) of the last call (args.unchanged)
+        self._last_first: Optional[int] = None   # id of the first tensor of the last signature hit
         self._all_inputs = self.inputs == list(range(len(func.params)))
         self._route_key = compiled.register(self)  # names its op inside torch.compile
 
@@ -131,6 +132,7 @@ class JITKernel:
             self._plans.clear()
         self._plans[sig] = outs
         self._keep_last(args, outs)
+        self._last_first = id(args[0]) if args else None
 
     def _keep_last(self, args: tuple, outs: list) -> None:
         """Remember ``args`` (validated, with the plan ``outs``) as the last call's tensors."""
@@ -148,7 +150,10 @@ class JITKernel:
             return None
         if outs is None:
             return None
-        self._keep_last(args, outs)
+        first = id(args[0]) if args else None
+        if first == self._last_first:  # the same first tensor again: worth the shortcut's state
+            self._keep_last(args, outs)
+        self._last_first = first
         return (self._run_plan(args, outs),)
 
     def _run_plan(self, args: tuple, outs: list) -> Any:
