@@ -71,6 +71,7 @@ class VecRow:
     pipe: str = "V"
     fields: Optional[Callable] = None  # (node) -> extra template fields
     scalars: tuple = ()               # parameters that are values: a one-element tile is read as one
+    counts: tuple = ()                # scalar parameters that are element counts (int32)
 
     def signature(self) -> str:
         return f"T.tile.{self.name}(dst, {', '.join(self.params)})"
@@ -530,8 +531,10 @@ _ROWS = [
          {"pto": {"t": "TTRANS({d}, {0});"}, "ascendc": {"t": "Transpose({d}, {0});"}},
          raw=True, check=_check_transpose),
     # -- sorting (pairs of (value, index) in the destination's dtype, descending)
-    _row("sort", "src, actual_num", _sort, raw=True, check=_check_any, cost=(128, 4, 30)),
-    _row("topk", "src, k, actual_num", _topk, raw=True, check=_check_any, cost=(128, 4, 30)),
+    _row("sort", "src, actual_num", _sort, raw=True, check=_check_any, cost=(128, 4, 30),
+         counts=("actual_num",)),
+    _row("topk", "src, k, actual_num", _topk, raw=True, check=_check_any, cost=(128, 4, 30),
+         counts=("k", "actual_num")),
     _row("merge_sort", "src0, src1, src2=None, src3=None", _merge_sort, raw=True, check=_check_any,
          cost=(128, 2, 20)),
     _row("gather_mask", "src, pattern", _gather_mask,

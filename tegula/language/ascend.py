@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from tegula.errors import KernelSyntaxError, KernelTypeError, ScopeError, ShapeError
+from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir import vecops
 from tegula.ir.buffer import Buffer, BufferRegion
@@ -241,7 +242,11 @@ def _vec(op: str, args: tuple, kwargs: dict) -> None:
                     continue      # an optional operand left out
                 raise KernelTypeError(f"{what}: '{name}' is missing", hint=f"the signature is {row.signature()}")
             else:
-                ops.append(E.as_expr(v, like=d.dtype))
+                # a scalar takes the dtype of the tile before it (compare's and select's values
+                # are not the mask's), else the destination's; counts are int32
+                tiles = [o for o in ops if isinstance(o, BufferRegion)]
+                like = dt.int32 if name in row.counts else tiles[-1].dtype if tiles else d.dtype
+                ops.append(E.as_expr(v, like=like))
         for r in [d] + [o for o in ops if isinstance(o, BufferRegion)]:
             if not claim_scope(r, "ub", what):
                 raise ScopeError(f"{what}: '{r.buffer.name}' is in {r.buffer.scope}; the vector "

@@ -210,6 +210,8 @@ CASES = [
     *[("compare", "tt", [T2 + ("normal",), T2 + ("normal",)], MASK,
        lambda f, y, a, b, mode=mode: f(y, a, b, mode), _cmp_ref(mode)) for mode in ("EQ", "NE", "GT", "GE", "LT", "LE")],
     ("compare", "ts", [T2 + ("normal",)], MASK, lambda f, y, a: f(y, a, T.float32(0.25), "LE"), _cmp_ref("LE", 0.25)),
+    # a Python float compares as the source's dtype, not the mask's
+    ("compare", "ts", [T2 + ("normal",)], MASK, lambda f, y, a: f(y, a, 0.25, "GT"), _cmp_ref("GT", 0.25)),
     ("select", "ttt", [MASK + ("normal",), T2 + ("normal",), T2 + ("normal",)], T2,
      lambda f, y, m, a, b: f(y, m, a, b, "VSEL_CMPMASK_SPR"), _select_ref),
     ("select", "tts", [MASK + ("normal",), T2 + ("normal",)], T2,
