@@ -352,8 +352,20 @@ class GemmWarpPolicy:
 
 
 def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
-         policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1,
+         policy: Any = GemmWarpPolicy.Square, clear_accum: Any = False, k_pack: int = 1,
          wg_wait: int = 0, mbar: Any = None) -> None:
+    """``T.gemm(A, B, C, ...)``: ``C += A @ B`` (``C = A @ B`` when ``clear_accum``). A
+    ``clear_accum`` known only when the kernel runs (``clear_accum=k == 0``, as TileLang takes it)
+    is ``if clear_accum: T.clear(C)`` before the product."""
+    if isinstance(clear_accum, E.Const):
+        clear_accum = bool(clear_accum.value)
+    c_scope = getattr(getattr(C, "buffer", C), "scope", None)
+    if isinstance(clear_accum, E.Expr) and c_scope != "l0c":  # the Ascend 950 form keeps it
+        b = current("T.gemm")
+        with b.frame() as then:
+            clear(C)
+        b.emit(IfThenElse(E.cast(dt.bool_, clear_accum), seq(*then)))
+        clear_accum = False
     _emit_op("T.gemm", Gemm, A, B, C, transpose_A, transpose_B, policy, clear_accum, k_pack,
                wg_wait)
 

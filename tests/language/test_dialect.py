@@ -440,3 +440,25 @@ def test_ref_macro_parameters(target):
 
     k = built(main, target, out_idx=[0])
     np.testing.assert_array_equal(to_host(k()), [6, 8, 2, 3])
+
+
+def test_gemm_clear_accum_known_when_the_kernel_runs(target, rng):
+    """``clear_accum=k == 0`` (TileLang's form): the first k-step starts from zero."""
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128):
+            As = T.alloc_shared((64, 32), "float16")
+            Bs = T.alloc_shared((64, 32), "float16")
+            Cf = T.alloc_fragment((64, 64), "float32")
+            T.fill(Cf, 1000.0)  # stale values the first step must drop
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A[0, k * 32], As)
+                T.copy(B[0, k * 32], Bs)
+                T.gemm(As, Bs, Cf, transpose_B=True, clear_accum=k == 0)
+            T.copy(Cf, C)
+
+    k = built(main, target, out_idx=[2])
+    a = rng.standard_normal((64, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 64)).astype(np.float16)
+    c = to_host(k(*to_device(target, a, b)))
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64).T, rtol=1e-2, atol=1e-2)
