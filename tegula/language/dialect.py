@@ -92,7 +92,8 @@ __all__ = [
     "LocalBuffer", "FragmentBuffer", "Unroll", "Vectorized", "parallel", "handle",
     "float8_e8m0fnu", "tfloat32", "async_copy", "warpgroup_fence_operand", "index_to_coordinates",
     "If", "Then", "Else", "loop_break", "break_loop", "continue_loop", "get_block_extent",
-    "get_block_extents", "device_assert", "atomic_addx2", "atomic_addx4", "Ref",
+    "get_block_extents", "device_assert", "atomic_addx2", "atomic_addx4", "Ref", "alloc_tmem",
+    "tcgen05_gemm", "tcgen05_mma_arrive",
 ]
 
 WARP = 32
@@ -680,3 +681,61 @@ def _atomic_addxn(width: int) -> Callable:
 
 atomic_addx2 = _atomic_addxn(2)
 atomic_addx4 = _atomic_addxn(4)
+
+
+# -- Blackwell tensor memory and tcgen05 MMA: tile semantics on the host backends ---------------
+
+BLACKWELL_ONLY = "blackwell_only"  # kernel annotation: (primitive, span) of the first sm_100 call
+
+
+def _blackwell(what: str) -> Any:
+    k = current(what).require_kernel(what)
+    if BLACKWELL_ONLY not in k.annotations:
+        from tegula.ir.span import current_span
+
+        k.annotations[BLACKWELL_ONLY] = (what, current_span())
+    return k
+
+
+def alloc_tmem(shape: Any, dtype: Any) -> Any:
+    """``T.alloc_tmem(shape, dtype)``: a tile in Blackwell's tensor memory, where ``tcgen05``
+    MMAs accumulate. On ``cpu`` (the interpreter, and thread-level kernels it runs on the
+    emulator) it is a fragment of the block; a CUDA build (and ``cuda-emu``) for sm_80 / sm_90a
+    stops with an UnsupportedError "needs sm_100" at this line. Example::
+
+        C_tmem = T.alloc_tmem([128, 128], T.float32)
+        T.tcgen05_gemm(A_s, B_s, C_tmem, False, True, mbar=bar, clear_accum=k == 0)
+        T.copy(C_tmem, C_local)
+    """
+    _blackwell("T.alloc_tmem")
+    return P.alloc_fragment(shape, dtype)
+
+
+def _arrive_once(mbar: Any) -> None:
+    """One arrival on ``mbar`` by the block's first thread (what a tcgen05 commit does)."""
+    tx = P.get_thread_binding(0)
+    b = current()
+    with b.frame() as then:
+        P.mbarrier_arrive(mbar)
+    from tegula.ir.stmt import IfThenElse, seq
+
+    b.emit(IfThenElse(E.compare("eq", tx, 0), seq(*then)))
+
+
+def tcgen05_gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = False,
+                 policy: Any = None, clear_accum: Any = False, mbar: Any = None, **kwargs: Any) -> None:
+    """``T.tcgen05_gemm(A, B, C_tmem, trans_A, trans_B, mbar=bar, clear_accum=...)``: Blackwell's
+    MMA, ``C += A @ B`` into a ``T.alloc_tmem`` tile, then one arrival on ``mbar`` when given (the
+    MMA's completion). Tile semantics on ``cpu``; "needs sm_100" on CUDA builds (see
+    ``T.alloc_tmem``)."""
+    _blackwell("T.tcgen05_gemm")
+    P.gemm(A, B, C, transpose_A, transpose_B, clear_accum=clear_accum)
+    if mbar is not None:
+        _arrive_once(mbar)
+
+
+def tcgen05_mma_arrive(mbar: Any, arrive_2cta: bool = False) -> None:
+    """``T.tcgen05_mma_arrive(bar)``: one arrival on ``bar`` once this thread's earlier tcgen05
+    MMAs are done (they are, on the host backends). "needs sm_100" on CUDA builds."""
+    _blackwell("T.tcgen05_mma_arrive")
+    _arrive_once(mbar)

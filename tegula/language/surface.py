@@ -69,9 +69,9 @@ _GROUPS: dict[str, str] = {
         """,
     "needs sm_100 (Blackwell: tensor memory, tcgen05 MMA, cluster launch control, 2-SM TMA); "
     "tegula does not lower Blackwell kernels yet": """
-        alloc_tmem deallocate_tmem tcgen05_after_thread_sync tcgen05_before_thread_sync
-        tcgen05_cp_warpx4 tcgen05_gemm tcgen05_gemm_blockscaled tcgen05_gemm_sp tcgen05_mma
-        tcgen05_mma_arrive tcgen05_mma_blockscaled tcgen05_sf_warp_transpose mma_gemm_blockscaled
+        deallocate_tmem tcgen05_after_thread_sync tcgen05_before_thread_sync
+        tcgen05_cp_warpx4 tcgen05_gemm_blockscaled tcgen05_gemm_sp tcgen05_mma
+        tcgen05_mma_blockscaled tcgen05_sf_warp_transpose mma_gemm_blockscaled
         gemm_blockscaled ptx_tcgen05_mma_blockscaled_ss ptx_tcgen05_mma_ss ptx_tcgen05_mma_ts
         alloc_tcgen05_instr_desc alloc_tcgen05_instruction_desc alloc_tcgen05_smem_desc
         compute_umma_descriptor initialize_tcgen05_descriptor clc_try_cancel clc_try_cancel_multicast

@@ -462,3 +462,39 @@ def test_gemm_clear_accum_known_when_the_kernel_runs(target, rng):
     b = rng.standard_normal((64, 64)).astype(np.float16)
     c = to_host(k(*to_device(target, a, b)))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64).T, rtol=1e-2, atol=1e-2)
+
+
+def _tcgen05_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "bfloat16"), B: T.Tensor((128, 64), "bfloat16"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, threads=128):
+            As = T.alloc_shared((128, 32), "bfloat16")
+            Bs = T.alloc_shared((128, 32), "bfloat16")
+            Ct = T.alloc_tmem([128, 128], "float32")
+            mbar = T.alloc_barrier(1)
+            Cf = T.alloc_fragment((128, 128), "float32")
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A[0, k * 32], As)
+                T.copy(B[0, k * 32], Bs)
+                T.tcgen05_gemm(As, Bs, Ct, False, True, mbar=mbar, clear_accum=k == 0)
+                T.mbarrier_wait_parity(mbar, k % 2)
+            T.copy(Ct, Cf)
+            T.copy(Cf, C)
+    return main
+
+
+def test_blackwell_tmem_gemm_has_tile_semantics_on_cpu(rng):
+    import ml_dtypes
+
+    a = rng.standard_normal((128, 64)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((128, 64)).astype(ml_dtypes.bfloat16)
+    c = np.zeros((128, 128), np.float32)
+    tegula.compile(_tcgen05_kernel(), target="cpu")(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64).T, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("tgt", ["cuda-emu", "cuda-emu:sm_90a", "cuda:sm_80", "cuda:sm_90a"])
+def test_blackwell_names_need_sm_100_on_older_cuda_archs(tgt):
+    with pytest.raises(tegula.errors.UnsupportedError, match="T.alloc_tmem needs sm_100") as e:
+        tegula.compile(_tcgen05_kernel(), target=tgt)
+    assert 'Ct = T.alloc_tmem([128, 128], "float32")' in str(e.value)

@@ -68,7 +68,7 @@ def test_refused_attribute_and_annotation_uses():
         @T.prim_func
         def k(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=128):
-                t = T.alloc_tmem([128, 64], "float32")
+                T.tcgen05_cp_warpx4(A)
 
 
 def test_eager_module():

@@ -99,6 +99,13 @@ def check_resources(func: PrimFunc, arch: str = "sm_80", interpret: bool = False
                 check_smem(k)
             if old_arch and not interpret and CLUSTER.get(k.annotations):
                 raise hopper_only("T.Kernel(..., cluster_dims=) (thread block clusters)", k.span)
+            blackwell = k.annotations.get("blackwell_only")  # (primitive, span): T.alloc_tmem, ...
+            if blackwell is not None and not interpret and _cc(arch) < 100:
+                raise UnsupportedError(f"{blackwell[0]} needs sm_100 (Blackwell: tensor memory, tcgen05 "
+                                       f"MMA); this kernel is built for {arch}, and tegula does not lower "
+                                       "Blackwell kernels yet", blackwell[1] or k.span,
+                                       hint="run it on target='cpu' (tile semantics), or use T.gemm "
+                                       "into a T.alloc_fragment for sm_80 / sm_90a")
             if old_arch:
                 self.generic_visit(k)
 
