@@ -149,3 +149,27 @@ def test_ub_float_to_int_copy_rounds_to_nearest_even(target):
     tegula.compile(ub_float_to_int(), target=target, pass_configs={"tl.ascend_auto_sync": True})(A, B)
     np.testing.assert_array_equal(B.numpy(), np.rint(A.double().numpy()).astype(np.int32))
     assert B[0, :6].tolist() == [0, 2, 2, 0, -2, -2]
+
+
+def test_a_condition_on_tile_data_is_a_located_error_not_a_crash():
+    from tegula.errors import UnsupportedError
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "int32"), B: T.Tensor((64,), "int32")):
+        with T.Kernel(1, is_npu=True) as (cid, vid):
+            a = T.alloc_ub((64,), "int32")
+            with T.Scope("V"):
+                T.copy(A, a)
+                T.barrier_all()
+                for j in T.serial(64):
+                    if a[j] > 0:
+                        a[j] = 0
+                T.barrier_all()
+                T.copy(a, B)
+    A = torch.randint(-3, 3, (64,), dtype=torch.int32)
+    B = torch.zeros(64, dtype=torch.int32)
+    tegula.compile(main, target="cpu")(A, B)  # the interpreter runs it
+    np.testing.assert_array_equal(B.numpy(), np.minimum(A.numpy(), 0))
+    with pytest.raises(UnsupportedError, match="reads an element of on-chip tile 'a' to decide") as e:
+        tegula.compile(main, target="ascend-emu:a2a3")(A, B)
+    assert "if a[j] > 0" in str(e.value)

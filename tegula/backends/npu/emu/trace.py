@@ -106,6 +106,14 @@ class Issuer:
             r = None
         if isinstance(r, _Pending) or r is None:
             pending = [v for v in _vars(e) if isinstance(env[self.ctx.slot(v)], _Pending)]
+            tiles = _onchip_loads(e)
+            if not pending and tiles:
+                raise UnsupportedError(
+                    f"the scalar unit reads an element of on-chip tile '{tiles[0].buffer.name}' to decide "
+                    "a loop bound, a condition, a tile region or a tile-op operand; the Ascend emulator "
+                    "issues a core's instructions before they run, so it cannot model control flow "
+                    "that depends on tile data", _span(e),
+                    hint="run the kernel on target='cpu' (the interpreter runs such control flow)")
             if not pending:
                 return self.fn(e)(env)
             p = env[self.ctx.slot(pending[0])]
