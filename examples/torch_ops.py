@@ -282,7 +282,7 @@ def kernels(dtype="float32", target="auto"):
                            attention_bwd_dq=attention_bwd_dq)
 
 
-def make_ops(dtype="float32", target="auto", namespace="tegula_demo"):
+def make_ops(dtype="float32", target="auto", namespace="tegula_examples"):
     """Register the differentiable ops for ``dtype`` on ``target``: ``rms_norm``, ``rope`` and
     ``attention`` (``torch.ops.<namespace>.<name>_<dtype>``)."""
     k = kernels(dtype, target)

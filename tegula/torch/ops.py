@@ -13,6 +13,7 @@ import functools
 import inspect
 import itertools
 import operator
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -26,6 +27,7 @@ from tegula.language.parser import Source
 from tegula.language.prim_func import _shape_hints, trace_eager
 from tegula.runtime import args as A
 from tegula.runtime.kernel import JITKernel
+from tegula.torch import backward as backward_op
 
 NAMESPACE = "tegula"
 
@@ -281,10 +283,15 @@ _LIBS: dict = {}
 _COUNT = itertools.count()
 
 
+# Op names of this process only: torch.compile's disk caches key graphs by the ops they call, and
+# another process numbers its kernels' ops in another order (a graph of theirs must not hit).
+_PROCESS = uuid.uuid4().hex[:8]
+
+
 def unique_name(base: str) -> str:
-    """A fresh op name in the ``tegula`` namespace derived from ``base``."""
+    """A fresh op name in the ``tegula`` namespace derived from ``base``, unique to this process."""
     clean = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "kernel"
-    return f"{NAMESPACE}::{clean}_{next(_COUNT)}"
+    return f"{NAMESPACE}::{clean}_{next(_COUNT)}_{_PROCESS}"
 
 
 def define(qualname: str, spec: Spec, backward: Optional[Callable] = None,
@@ -314,7 +321,8 @@ def define(qualname: str, spec: Spec, backward: Optional[Callable] = None,
         lib.impl(name, impl, key)
     torch.library.register_fake(qualname, fake, lib=lib)
     if backward is not None:
-        torch.library.register_autograd(qualname, backward, setup_context=setup_context or _save_all, lib=lib)
+        tensor_idx = [i for i, a in enumerate(spec.args) if a[1] == "Tensor"]
+        backward_op.register(lib, qualname, tensor_idx, len(spec.args), backward, setup_context or _save_all)
     return getattr(getattr(torch.ops, ns), name)
 
 
@@ -368,6 +376,5 @@ def register(name: str, fn: Any, *, mutates_args: Sequence[str] = (), backward: 
                             "which mutates_args does not name",
                             hint=f"mutates_args=({', '.join(repr(m) for m in spec.mutated)},)")
     spec.mutated = frozenset(mutates_args)
-    if backward is None and setup_context is not None:
-        raise ArgumentError(f"tegula.torch.op('{name}'): setup_context without backward")
+    backward_op.check(name, backward, setup_context)
     return define(qualname, spec, backward, setup_context)

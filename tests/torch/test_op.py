@@ -104,3 +104,39 @@ def test_mistakes_are_argument_errors():
         tegula.torch.op(_name("bad"), lambda x: x)
     with pytest.raises(ArgumentError, match="is not 'namespace::name'"):
         tegula.torch.op("a::b::c", inplace)
+
+
+CACHED_SCRIPT = '''
+import sys, torch
+sys.path.insert(0, {tests!r})
+import tegula, tegula.torch
+from kernels_util import eager_add
+add = eager_add()
+def backward(ctx, g):
+    g = g.contiguous()
+    return add(g, g), None   # a tegula kernel in the backward
+double = tegula.torch.op("cache_test::double", add, backward=lambda ctx, g: (backward(ctx, g)[0], backward(ctx, g)[0], None))
+x = torch.randn(50, requires_grad=True)
+y = torch.randn(50, requires_grad=True)
+torch.compile(lambda x, y: double(x, y).sum(), fullgraph=True)(x, y).backward()
+assert torch.equal(x.grad, torch.full_like(x, 2.0)) and torch.equal(y.grad, torch.full_like(y, 2.0))
+print("ok")
+'''
+
+
+def test_a_later_process_runs_the_cached_compiled_backward(tmp_path):
+    """torch.compile caches graphs on disk by the ops they call: a backward that calls tegula
+    kernels runs inside the op's own ``_backward`` op, so a later process that loads the cached
+    graph finds every op it calls (it found none of the kernels' ops registered while tracing)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "run.py"
+    script.write_text(CACHED_SCRIPT.format(tests=str(Path(__file__).parent)))
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    for _ in range(2):   # the second run loads what the first cached
+        out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]

@@ -16,7 +16,7 @@ _OPS: dict = {}
 
 def ops_for(target, dtype):
     if (target, dtype) not in _OPS:
-        _OPS[(target, dtype)] = torch_ops_example().make_ops(dtype, target, namespace=f"tegula_show_{target}")
+        _OPS[(target, dtype)] = torch_ops_example().make_ops(dtype, target, namespace=f"tegula_showcase_{target}")
     return _OPS[(target, dtype)]
 
 
