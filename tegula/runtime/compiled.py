@@ -35,7 +35,9 @@ def _tracing_once_torch_is_here() -> bool:
     if torch is None:
         return False
     global tracing
-    tracing = torch.compiler.is_dynamo_compiling   # from now on one cheap call
+    compiler = getattr(torch, "compiler", None)   # torch before 2.3 has neither: no route
+    tracing = getattr(compiler, "is_dynamo_compiling", None) or getattr(compiler, "is_compiling", None) \
+        or (lambda: False)   # from now on one cheap call
     return tracing()
 
 
