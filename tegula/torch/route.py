@@ -79,6 +79,18 @@ def _eager_op(key: str, spec: tuple, kwspec: tuple) -> str:
     return got[1].split("::")[1]
 
 
+_LAZY: dict = {}   # kernel key -> a kernel a lazy factory built inside a trace
+
+
+@torch._dynamo.assume_constant_result
+def _lazy_kernel(key: str, args: tuple, kwargs: tuple) -> str:
+    """The key of the kernel the lazy factory keyed ``key`` builds from these (constant)
+    arguments, built now (once per arguments, as outside a trace)."""
+    kernel = compiled.objects[key]._call(args, dict(kwargs))
+    _LAZY[kernel._route_key] = kernel
+    return kernel._route_key
+
+
 class _Marker:
     """Where a tensor stood among an eager call's arguments."""
 
@@ -97,10 +109,8 @@ def call(fn: Any, args: tuple, kwargs: dict) -> Any:
             names = _input_names(fn._route_key).split(",")
             args = tuple(args) + tuple(kwargs[n] for n in names[len(args):] if n in kwargs)
         return _op(_kernel_op(fn._route_key))(*args)
-    if not fn.eager:
-        raise ArgumentError(f"the lazy-style factory '{fn.__name__}' is called inside torch.compile",
-                            hint="build the kernel outside the compiled function "
-                                 f"(k = {fn.__name__}(...)) and call k inside it")
+    if not fn.eager:   # a lazy factory: the kernel it builds, found by its key
+        return _LAZY[_lazy_kernel(fn._route_key, tuple(args), tuple(sorted(kwargs.items())))]
     tensors = []
     spec = []
     for a in args:

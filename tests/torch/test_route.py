@@ -108,3 +108,14 @@ def test_kernel_called_in_a_backward_under_compile():
     y = torch.compile(lambda x: Twice.apply(x).sum(), fullgraph=True, backend="aot_eager")(x)
     y.backward()
     torch.testing.assert_close(x.grad, torch.full_like(x, 2.0))
+
+
+def test_lazy_factory_called_inside_the_compiled_function(monkeypatch):
+    """The factory builds its kernel while Dynamo traces (once per arguments, as outside)."""
+    lazy = tegula.jit(out_idx=[-1], target="cpu")(scale_rows)
+    built = _builds(monkeypatch)
+    f = torch.compile(lambda x, w: lazy(8, 4)(x, w) + lazy(8, 4)(x, w), fullgraph=True, backend="aot_eager")
+    for _ in range(2):
+        x, w = torch.randn(8, 4), torch.randn(4)
+        torch.testing.assert_close(f(x, w).double(), 2 * x.double() ** 2 * w.double())
+    assert len(built) <= 1   # built once (or found built by an earlier test)
