@@ -5,6 +5,7 @@ from tegula.ir.dtype import (ALL_DTYPES, DType, as_dtype, bfloat16, bool_, float
 
 float8_e4m3fn = float8_e4m3
 bool = bool_  # noqa: A001
+dtype = DType  # TileLang's tilelang.language.dtypes.dtype: T.dtype
 
 
 def _torch_dtype_to_str() -> dict:

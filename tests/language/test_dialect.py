@@ -273,7 +273,7 @@ def test_loop_break_and_continue_loop(target, rng):
 
 def _ws_gemm(mode):
     @T.prim_func
-    def g(A: T.Tensor((256, 512), "float16"), B: T.Tensor((512, 512), "float16"), C: T.Tensor((256, 512), "float32")):
+    def g(A: T.Tensor((256, 512), "float16"), B: T.Tensor((1024, 1024), "float16"), C: T.Tensor((256, 512), "float32")):
         with T.Kernel(4, 4, threads=128) as (bx, by):
             As = T.alloc_shared((64, 64), "float16")
             Bs = T.alloc_shared((64, 128), "float16")
@@ -300,7 +300,7 @@ def test_register_budget_hints_of_warp_specialized_kernels(rng):
     assert "warpgroup_reg_alloc" not in src["off"] and "warpgroup_reg_dealloc" not in src["off"]
     assert "warpgroup_reg_dealloc<24>" in src["given"] and "warpgroup_reg_alloc<240>" in src["given"]
     a = rng.standard_normal((256, 512)).astype(np.float16)
-    b = rng.standard_normal((512, 512)).astype(np.float16)
+    b = rng.standard_normal((1024, 1024)).astype(np.float16)
     for m in ("off", "given"):  # the same product on the sm_90a emulator
         c = np.zeros((256, 512), np.float32)
         tegula.compile(_ws_gemm(m), target="cuda-emu:sm_90a")(a, b, c)
@@ -498,3 +498,31 @@ def test_blackwell_names_need_sm_100_on_older_cuda_archs(tgt):
     with pytest.raises(tegula.errors.UnsupportedError, match="T.alloc_tmem needs sm_100") as e:
         tegula.compile(_tcgen05_kernel(), target=tgt)
     assert 'Ct = T.alloc_tmem([128, 128], "float32")' in str(e.value)
+
+
+def test_fp8_tiles_of_many_blocks(rng):
+    """An fp8-in, fp8-out gemm over 64 blocks that the interpreter runs side by side (the shape of
+    the corpus's gemm_fp8, whose batched tile windows failed with "data type '<f1' not
+    understood" before they were taken over the array's bits; this test guards the result, the
+    corpus call reproduces the failure)."""
+    @T.prim_func
+    def main(A: T.Tensor((1024, 128), "float8_e4m3"), B: T.Tensor((1024, 128), "float8_e4m3"),
+             C: T.Tensor((1024, 1024), "float8_e4m3")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            a = T.alloc_shared((128, 64), "float8_e4m3")
+            b = T.alloc_shared((128, 64), "float8_e4m3")
+            c = T.alloc_fragment((128, 128), "float32")
+            T.clear(c)
+            for k in T.Pipelined(2, num_stages=3):
+                T.copy(A[by * 128, k * 64], a)
+                T.copy(B[bx * 128, k * 64], b)
+                T.gemm(a, b, c, transpose_B=True)
+            T.copy(c, C[by * 128, bx * 128])
+
+    torch = pytest.importorskip("torch")
+    a = torch.from_numpy(rng.standard_normal((1024, 128)).astype(np.float32)).to(torch.float8_e4m3fn)
+    b = torch.from_numpy(rng.standard_normal((1024, 128)).astype(np.float32)).to(torch.float8_e4m3fn)
+    c = torch.zeros((1024, 1024), dtype=torch.float8_e4m3fn)
+    tegula.compile(main, target="cpu")(a, b, c)
+    want = torch.from_numpy(a.to(torch.float64).numpy() @ b.to(torch.float64).numpy().T).to(torch.float8_e4m3fn)
+    np.testing.assert_array_equal(c.to(torch.float32).numpy(), want.to(torch.float32).numpy())

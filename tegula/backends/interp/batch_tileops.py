@@ -134,10 +134,15 @@ class BatchRegion:
                 return None
             starts.append(s if isinstance(s, np.ndarray) else np.full(size, s, np.int64))
         axes = tuple(range(1, nd + 1)) if self.stacked else tuple(range(nd))
-        windows = np.lib.stride_tricks.sliding_window_view(a, tuple(ex), axis=axes)
+        # numpy's stride tricks rebuild the array from its type string, which ml_dtypes' types
+        # (fp8 '<f1', bfloat16) do not round-trip: take the windows of their bits
+        bits = a.dtype.type.__module__.startswith("ml_dtypes")
+        base = a.view(f"u{a.dtype.itemsize}") if bits else a
+        windows = np.lib.stride_tricks.sliding_window_view(base, tuple(ex), axis=axes)
         if self.stacked:
             starts.insert(0, np.arange(size))
-        return windows[tuple(starts)]
+        out = windows[tuple(starts)]
+        return out.view(a.dtype) if bits else out
 
     def write(self, env: list, tile: np.ndarray, mask: Optional[np.ndarray]) -> None:
         """Store one tile per block, dropping out-of-bounds elements and inactive blocks."""
