@@ -173,3 +173,28 @@ def test_a_condition_on_tile_data_is_a_located_error_not_a_crash():
     with pytest.raises(UnsupportedError, match="reads an element of on-chip tile 'a' to decide") as e:
         tegula.compile(main, target="ascend-emu:a2a3")(A, B)
     assert "if a[j] > 0" in str(e.value)
+
+
+def scalar_prefix_sum():
+    @T.prim_func
+    def main(G: T.Tensor((64,), "float32"), S: T.Tensor((64,), "float32")):
+        with T.Kernel(2, is_npu=True) as (cid, vid):
+            g = T.alloc_shared([1, 32], "float32")
+            s = T.alloc_shared([1, 32], "float32")
+            T.copy(G[cid * 32], g[0, :])
+            T.tile.fill(s, 0.0)
+            for i in range(32):  # the scalar unit, between MTE2 / V and MTE3
+                if i > 0:
+                    s[0, i] = s[0, i - 1]
+                s[0, i] = s[0, i] + g[0, i]
+            T.copy(s[0, :], S[cid * 32])
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", "ascend-emu:a2a3", "ascend-emu:a5"])
+def test_insert_sync_orders_the_scalar_units_ub_accesses(target):
+    G = torch.randn(64)
+    S = torch.full((64,), float("nan"))
+    tegula.compile(scalar_prefix_sum(), target=target, pass_configs={"tl.ascend_auto_sync": True})(G, S)
+    g = G.double().numpy().reshape(2, 32)
+    np.testing.assert_allclose(S.double().numpy(), np.cumsum(g, axis=1).reshape(-1), rtol=1e-5, atol=1e-5)

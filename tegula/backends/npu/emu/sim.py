@@ -100,6 +100,9 @@ class Block:
                 elif ins.kind == "xwait":
                     if all(self.cross.get(k) for k in self._xkeys(c, ins.flag)):
                         acts.append(("d", c))
+                elif ins.kind == "wait" and ins.pipe == "S":  # the scalar unit itself waits
+                    if (c,) + ins.event + (ins.flag,) in self.flags:
+                        acts.append(("d", c))
                 else:
                     acts.append(("d", c))
             for p, q in self.queues[c].items():
@@ -168,8 +171,14 @@ class Block:
             return
         s_clock[(c, "S")] = s_clock.get((c, "S"), 0) + 1
         ins.issue_clock = dict(s_clock)
-        if ins.kind == "op" and ins.pipe == "S":  # the scalar unit's own load / store: done now
-            self._run(c, "S", ins, s_clock)
+        if ins.pipe == "S" and ins.kind in ("op", "set", "wait"):  # the scalar unit's own: done now
+            if ins.kind == "op":
+                self._run(c, "S", ins, s_clock)
+            elif ins.kind == "set":
+                self.execute_sync(c, "S", ins, s_clock)
+            else:
+                flag_clock, _ = self.flags.pop((c,) + ins.event + (ins.flag,))
+                _join(s_clock, flag_clock)
             return
         self.queues[c][ins.pipe].append(ins)
 
@@ -182,14 +191,7 @@ class Block:
         if ins.kind == "op":
             self._run(c, p, ins, clock)
         elif ins.kind == "set":
-            key = (c,) + ins.event + (ins.flag,)
-            if key in self.flags:
-                self.report.add(("twice", ins.where()),
-                                f"flag misuse: {'_'.join(ins.event)} id {ins.flag} on {CORE_NAMES[c]} "
-                                f"is set again at {ins.where()} before a wait consumed the set at "
-                                f"{self.flags[key][1].where()}")
-            self.flags[key] = (dict(clock), ins)
-            self.window_reset(c, p)
+            self.execute_sync(c, p, ins, clock)
         elif ins.kind == "wait":
             flag_clock, _ = self.flags.pop((c,) + ins.event + (ins.flag,))
             _join(clock, flag_clock)
@@ -206,6 +208,17 @@ class Block:
                                     f"flag misuse: cross-core flag {ins.flag} has more than "
                                     f"{self.m.cross_flag_max_pending} sets pending ({ins.where()})")
             self.window_reset(c, p)
+
+    def execute_sync(self, c: int, p: str, ins: Any, clock: dict) -> None:
+        """A ``set_flag`` on pipe ``p``: the flag fires with ``clock``."""
+        key = (c,) + ins.event + (ins.flag,)
+        if key in self.flags:
+            self.report.add(("twice", ins.where()),
+                            f"flag misuse: {'_'.join(ins.event)} id {ins.flag} on {CORE_NAMES[c]} "
+                            f"is set again at {ins.where()} before a wait consumed the set at "
+                            f"{self.flags[key][1].where()}")
+        self.flags[key] = (dict(clock), ins)
+        self.window_reset(c, p)
 
     def _run(self, c: int, p: str, ins: Any, clock: dict) -> None:
         deferred = self.check(c, p, ins, clock)

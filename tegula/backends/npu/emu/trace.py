@@ -148,7 +148,11 @@ class Issuer:
             if s.kind == self.kind:
                 self.stmt(s.body)
         elif isinstance(s, LetStmt) and _onchip_loads(s.value):
-            self.out.append(self.scalar_let(s))
+            if all(self._mine(n.buffer) for n in _onchip_loads(s.value)):
+                self.out.append(self.scalar_let(s))
+            else:  # scalar code outside a scope: a tile of the other core kind is not here
+                n = _onchip_loads(s.value)[0]
+                env[self.ctx.slot(s.var)] = _Pending(n.buffer.name, s.span.line if s.span is not None else 0)
         elif isinstance(s, LetStmt):
             env[self.ctx.slot(s.var)] = self.val(s.value, env)
         elif isinstance(s, For) and s.kind == "parallel":
@@ -170,7 +174,8 @@ class Issuer:
         elif isinstance(s, BufferStore) and s.buffer.scope == "local.var":
             env[self.ctx.slot(s.buffer)][0] = self.val(s.value, env)
         elif isinstance(s, BufferStore) and s.buffer.scope != "global":
-            self.out.append(self.scalar_store(s))
+            if self._mine(s.buffer) and all(self._mine(n.buffer) for n in _onchip_loads(s.value)):
+                self.out.append(self.scalar_store(s))
         elif type(s) in _SYNC:
             self.out.append(_SYNC[type(s)](self, s))
         elif TILE_RULES.get(type(s), EMU) is not None:
@@ -179,6 +184,10 @@ class Issuer:
             raise UnsupportedError(f"the Ascend emulator cannot run {type(s).__name__}", s.span)
 
     # -- the scalar unit's loads and stores of on-chip tiles (GetValue / SetValue) --------------
+    def _mine(self, buf: Any) -> bool:
+        """True when on-chip ``buf`` is in this core's memories (UB: a vector core's; L1, L0: the
+        cube core's)."""
+        return buf.scope in self.mem.core_mem
     def _scalar_env(self, exprs: list, reads: list, what: Any) -> Callable[[], list]:
         """A function giving, when the instruction runs, the env its expressions see: the
         scalars of the moment it was issued, the values earlier scalar loads produced, and the

@@ -64,8 +64,27 @@ from tegula.backends.npu.passes.multi_buffer import VERSIONS
 INF = float("inf")
 
 
+def scalar_ub_access(s: Stmt) -> bool:
+    """True for the scalar unit's load (``x = ub[i]``) or store (``ub[i] = x``) of UB elements,
+    which run on pipe S and need flags against the vector and copy pipes."""
+    if isinstance(s, BufferStore):
+        return s.buffer.scope == "ub" or any(b.scope == "ub" for b in _ub_loads(s.value))
+    if isinstance(s, LetStmt):
+        return any(b.scope == "ub" for b in _ub_loads(s.value))
+    return False
+
+
+def _ub_loads(e: Any) -> list:
+    found: dict = {}
+    post_order_visit(e, lambda n: found.setdefault(n.buffer, 1)
+                     if isinstance(n, BufferLoad) and n.buffer.scope == "ub" else None)
+    return list(found)
+
+
 def pipe_of(s: Stmt, m: Any) -> str:
     """The pipe that runs tile operation ``s`` on machine ``m``."""
+    if isinstance(s, (BufferStore, LetStmt)):
+        return "S"
     if isinstance(s, Copy):
         p = m.path(s.src.buffer.scope, s.dst.buffer.scope)
         return p.pipe if p is not None else "MTE2"
@@ -85,6 +104,9 @@ def region_accesses(s: Stmt) -> list:
 
 
 def _raw_accesses(s: Stmt) -> list:
+    if isinstance(s, (BufferStore, LetStmt)):  # the scalar unit's UB loads and stores, whole tiles
+        reads = [(b.region(), False) for b in _ub_loads(s.value)]
+        return reads + ([(s.buffer.region(), True)] if isinstance(s, BufferStore) and s.buffer.scope == "ub" else [])
     if isinstance(s, For):  # a T.Parallel nest: the buffers it loads and stores, whole
         out: dict = {}
         post_order_visit(s.body, lambda n: out.setdefault((n.buffer, isinstance(n, BufferStore)), 1)
@@ -377,6 +399,14 @@ class _Sync:
             return dataclasses.replace(s, body=self.block([s.body]))
         if isinstance(s, IfThenElse):
             return self.branch(s)
+        if scalar_ub_access(s) and self.kind in ("V", None):
+            if self.kind == "V":
+                self.op(s)
+            else:  # scalar code outside the scopes: the vector cores' part of it, flags in V scopes
+                old = self.kind, self.scope_depth
+                self.kind, self.scope_depth = "V", len(self.path)
+                self.op(s)
+                self.kind, self.scope_depth = old
         if isinstance(s, LetStmt):
             self.lets[s.var] = s.value
         if isinstance(s, TileOp) and self.kind is not None:
@@ -439,15 +469,17 @@ class _Sync:
             elif isinstance(n, (SetFlag, WaitFlag, PipeBarrier, BarrierAll, WaitCrossFlag)):
                 if self.kind is not None:
                     self.hand(n)
-            elif isinstance(n, (TileOp, For)) and self.kind is not None:
-                st = self.states.setdefault(self.kind, CoreState())
+            elif (isinstance(n, (TileOp, For)) and self.kind is not None) or \
+                    (scalar_ub_access(n) and self.kind in ("V", None)):
+                kind = self.kind or "V"
+                st = self.states.setdefault(kind, CoreState())
                 q = pipe_of(n, self.m)
                 for r, write in region_accesses(n):
                     ring = versions.get(r.buffer.name, 1)
                     for a in sorted(st.acc.get(r.buffer, ()), key=lambda a: a.pipe == q):
                         if a.seq > start and (a.write or write) and not self.ordered(st, a, q) \
                                 and not disjoint_across_iterations(a.region, r, s.var, s.step, self.lets):
-                            carried.append((self.kind, a.pipe, q, ring))
+                            carried.append((kind, a.pipe, q, ring))
                             if ring == 1:
                                 self.add_order(st, a.pipe, q, INF)
         outer_kind = self.kind
@@ -626,7 +658,7 @@ def _walk_ops(s: Any, visit: Any) -> None:
 def _has_ops(s: Stmt) -> bool:
     found = []
     post_order_visit(s, lambda n: found.append(1) if isinstance(n, TileOp) or
-                     (isinstance(n, For) and n.kind == "parallel") else None)
+                     (isinstance(n, For) and n.kind == "parallel") or scalar_ub_access(n) else None)
     return bool(found)
 
 
