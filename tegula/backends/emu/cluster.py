@@ -37,8 +37,8 @@ from tegula.errors import SyncError, UnsupportedError
 from tegula.ir import expr as E
 from tegula.backends.closure import MASK, CExpr, compile_expr
 from tegula.backends.emu.builtins import compile_addr
-from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
-from tegula.backends.emu.mbarrier import Bar, lanes_text, settle
+from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, lanes_text, where
+from tegula.backends.emu.mbarrier import Bar, settle
 
 
 def cluster_clock(blocks: int, size: int) -> np.ndarray:

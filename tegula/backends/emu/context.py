@@ -162,3 +162,15 @@ def as_lanes(v: Any, n: int) -> np.ndarray:
     a = np.asarray(v)
     return a if a.ndim == 1 and a.shape[0] == n else np.broadcast_to(a, (n,))
 
+
+def lanes_text(lanes: np.ndarray) -> str:
+    """``threads 0-127 (warpgroup 0)`` for a set of lanes."""
+    lanes = np.asarray(lanes)
+    if len(lanes) == 0:
+        return "no thread"
+    lo, hi = int(lanes.min()), int(lanes.max())
+    if len(lanes) == 1:
+        return f"thread {lo}"
+    txt = f"threads {lo}-{hi}" if hi - lo + 1 == len(lanes) else f"{len(lanes)} threads from {lo} to {hi}"
+    wgs = sorted({int(x) // 128 for x in lanes})
+    return txt + f" (warpgroup{'s' if len(wgs) > 1 else ''} {', '.join(map(str, wgs))})"

@@ -147,13 +147,6 @@ def compile_element(load: Any, ctx: Ctx) -> tuple[Callable, bool]:
     return elem, vec
 
 
-@expr_rule(E.BufferLoad)
-def _load(e: E.BufferLoad, ctx: Ctx) -> CExpr:
-    from tegula.backends.emu.memory_ops import compile_load
-
-    return compile_load(e, ctx)
-
-
 @expr_rule(E.Builtin)
 def _builtin(e: E.Builtin, ctx: Ctx) -> CExpr:
     rule = BUILTIN_RULES.get(e.name)

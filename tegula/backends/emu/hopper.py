@@ -49,10 +49,10 @@ from tegula.errors import RaceError, SyncError, UnsupportedError
 from tegula.ir import expr as E
 from tegula.backends.closure import MASK, CExpr, checks_unwritten, compile_expr, unwritten_read
 from tegula.backends.emu.builtins import compile_addr, template
-from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
+from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, lanes_text, where
 from tegula.backends.emu.exprs import dims_of
 from tegula.backends.emu.memory import check_tma_sources
-from tegula.backends.emu.mbarrier import bar_of, fence_inits, lanes_text, settle
+from tegula.backends.emu.mbarrier import bar_of, fence_inits, settle
 from tegula.backends.emu.cluster import multicast_targets, remote_bar
 
 WARPGROUP = 128
@@ -163,6 +163,10 @@ class TmaCopy:
     site: int
     buf: Any
     lane: int              # the issuing thread
+
+    def land(self, st: Any, b: Any) -> None:
+        """Deliver this copy on ``b`` (:func:`land_tma`): what ``mbarrier.deliver`` calls."""
+        land_tma(st, b, self)
 
 
 def _tma_map(e: E.Builtin, ctx: Ctx, arg: Any) -> Any:

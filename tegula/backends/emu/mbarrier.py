@@ -31,7 +31,7 @@ from tegula.errors import SyncError
 from tegula.ir import expr as E
 from tegula.backends.closure import MASK, ORDERING_ONLY, CExpr, compile_expr
 from tegula.backends.emu.builtins import compile_addr
-from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
+from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, lanes_text, where
 
 
 MAX_POLLS = 1000  # failed try_waits in a row, with no other thread to run, that make a deadlock
@@ -64,17 +64,6 @@ class Bar:
         return s
 
 
-def lanes_text(lanes: np.ndarray) -> str:
-    """``threads 0-127 (warpgroup 0)`` for a set of lanes."""
-    lanes = np.asarray(lanes)
-    if len(lanes) == 0:
-        return "no thread"
-    lo, hi = int(lanes.min()), int(lanes.max())
-    if len(lanes) == 1:
-        return f"thread {lo}"
-    txt = f"threads {lo}-{hi}" if hi - lo + 1 == len(lanes) else f"{len(lanes)} threads from {lo} to {hi}"
-    wgs = sorted({int(x) // 128 for x in lanes})
-    return txt + f" (warpgroup{'s' if len(wgs) > 1 else ''} {', '.join(map(str, wgs))})"
 
 
 def _sites(env: list, addr: Any, n: int) -> list:
@@ -120,10 +109,8 @@ def settle(st: Any, b: Bar) -> None:
 
 def deliver(st: Any, b: Bar) -> None:
     """Land the TMA copies in flight on ``b`` (the copy engine needs nothing else to finish them)."""
-    from tegula.backends.emu.hopper import land_tma
-
     while b.inflight:
-        land_tma(st, b, b.inflight.pop(0))
+        b.inflight.pop(0).land(st, b)
 
 
 @builtin_rule("tl::mbarrier_init")

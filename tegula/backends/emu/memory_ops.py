@@ -9,7 +9,7 @@ from tegula.ir import expr as E
 from tegula.ir.stmt import BufferStore
 from tegula.backends.closure import (MASK, CExpr, StmtFn, checks_unwritten, compile_expr, is_move, unwritten,
                                      unwritten_read)
-from tegula.backends.emu.context import STATE, Ctx, lanes_of
+from tegula.backends.emu.context import STATE, Ctx, expr_rule, lanes_of
 from tegula.backends.emu.exprs import compile_element
 from tegula.backends.emu.hopper import check_registers
 from tegula.backends.emu.memory import check_tma_sources
@@ -20,6 +20,7 @@ def _bcast(v: Any, n: int) -> np.ndarray:
     return a if a.shape == (n,) else np.broadcast_to(a, (n,))
 
 
+@expr_rule(E.BufferLoad)
 def compile_load(e: E.BufferLoad, ctx: Ctx, checked: bool = True) -> CExpr:
     """An element load; ``checked=False`` for the load of a move (never-written registers go along)."""
     info = ctx.buf(e.buffer, e)

@@ -29,14 +29,9 @@ import numpy as np
 from tegula.errors import SyncError
 from tegula.ir import expr as E
 from tegula.backends.closure import MASK, CExpr, compile_expr
-from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, where
+from tegula.backends.emu.context import STATE, Ctx, builtin_rule, lanes_of, lanes_text, where
 
 NAMED_BARRIERS = 16
-
-
-def lanes_text(lanes: np.ndarray) -> str:
-    from tegula.backends.emu.mbarrier import lanes_text as text
-    return text(lanes)
 
 
 class Phase:

@@ -304,7 +304,7 @@ def _forking_if(fc: Any, then: StmtFn, else_: Any, n: int, split_then: bool = Fa
     warpgroups wait for each other (:func:`_per_warpgroup`) runs as one task per warpgroup, also
     when no thread takes the other side."""
     from tegula.backends.emu.context import STATE, lanes_of
-    from tegula.backends.emu.mbarrier import lanes_text
+    from tegula.backends.emu.context import lanes_text
     from tegula.backends.emu.tasks import Scheduler
 
     def forking_if(env: list) -> None:
