@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Optional
 
+from tegula.errors import OutOfBoundsError
 from tegula.backends.closure import COMMON, Env, Rules, Slots, compile_expr
 from tegula.backends.memo import Memo, new_memo
 
@@ -82,3 +83,11 @@ def dim_value(d: Any, ctx: Ctx) -> Callable[[Env], int]:
         return lambda env: d
     f = compile_expr(d, ctx).fn
     return lambda env: int(f(env))
+
+
+def out_of_bounds(node: Any, buffer: Any, index: Any, shape: Any) -> OutOfBoundsError:
+    """The located error of an access at ``index`` outside ``buffer`` (of ``shape``)."""
+    idx = ", ".join(str(int(i)) for i in index)
+    return OutOfBoundsError(
+        f"index [{idx}] is out of bounds of buffer '{buffer.name}' with shape {tuple(shape)}",
+        node.span)

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from tegula.errors import OutOfBoundsError
 from tegula.ir.expr import Builtin, BufferLoad, Select
 from tegula.backends.closure import (MASK, ORDERING_ONLY, CExpr, bitcast, device_assert, checks_unwritten, compile_expr,
                                      extern_code_error, has_effects, unwritten, unwritten_read)
-from tegula.backends.interp.context import Ctx, expr_rule
+from tegula.backends.interp.context import Ctx, expr_rule, out_of_bounds
+from tegula.backends.interp.parallel import vector_load
 
 
 @expr_rule(Builtin)
@@ -63,13 +63,6 @@ def _select(e: Select, ctx: Ctx) -> CExpr:
     return CExpr(sel, True)
 
 
-def out_of_bounds(node: Any, buffer: Any, index: Any, shape: Any) -> OutOfBoundsError:
-    idx = ", ".join(str(int(i)) for i in index)
-    return OutOfBoundsError(
-        f"index [{idx}] is out of bounds of buffer '{buffer.name}' with shape {tuple(shape)}",
-        node.span)
-
-
 @expr_rule(BufferLoad)
 def _load(e: BufferLoad, ctx: Ctx) -> CExpr:
     ce = _plain_load(e, ctx)
@@ -108,8 +101,6 @@ def _plain_load(e: BufferLoad, ctx: Ctx) -> CExpr:
         return CExpr(lambda env: env[lane_slot], True)
     idx = [compile_expr(i, ctx) for i in e.indices]
     if any(i.vec for i in idx):
-        from tegula.backends.interp.parallel import vector_load
-
         return CExpr(vector_load(e, ctx, idx), True)
     bs = ctx.slot(e.buffer)
     fns = [i.fn for i in idx]

@@ -15,8 +15,7 @@ import numpy as np
 from tegula.ir.expr import BinOp, Var
 from tegula.backends.closure import MASK, CExpr, compile_expr
 from tegula.backends.interp.batch import recorded_write
-from tegula.backends.interp.context import Ctx, ParVar
-from tegula.backends.interp.exprs import out_of_bounds
+from tegula.backends.interp.context import Ctx, ParVar, out_of_bounds
 from tegula.backends.memo import outside, value_range
 
 

@@ -19,7 +19,8 @@ from tegula.backends.closure import (JUMPS, MASK, StmtFn, is_move, iteration,
                                      uniform_if, uniform_while)
 from tegula.backends.interp.batch import BLOCKS, Plan, unbatched_global_store
 from tegula.backends.interp.context import Ctx, ParVar, dim_value, stmt_rule
-from tegula.backends.interp.exprs import moved_load, out_of_bounds
+from tegula.backends.interp.context import out_of_bounds
+from tegula.backends.interp.exprs import moved_load
 
 # Key of the env slot holding the current block index (for T.print).
 BLOCK_INDEX = object()
