@@ -35,6 +35,7 @@ from tegula.ir.npu import Mma, VecOp
 from tegula.ir.tile_rules import TILE_RULES, add_aspect, tile_rule
 from tegula.ir.vecops import VEC_OPS
 from tegula.ir.stmt import Copy, Fill, For, Reduce, Stmt
+from tegula.backends.npu.access import region_accesses
 
 MODEL_VERSION = "tegula-npu-cost/1"
 
@@ -231,8 +232,6 @@ def _fill_cost(s: Fill, machine: Any, pipe: str, env: Optional[dict]) -> Cost:
 @tile_rule(For, COST)
 def _parallel_cost(s: For, machine: Any, pipe: str, env: Optional[dict]) -> Cost:
     """A T.Parallel nest ParallelToVec left: one vector pass per buffer it touches."""
-    from tegula.backends.npu.passes.insert_sync import region_accesses
-
     regions = region_accesses(s)
     shape = tuple(int(d) if isinstance(d, int) else 1 for d in regions[0][0].buffer.shape) \
         if regions else (1,)

@@ -506,7 +506,7 @@ def test_a_read_declared_in_the_table_is_seen_by_every_sync_pass(monkeypatch):
 
     from tegula.backends.npu.emu import trace
     from tegula.backends.npu.machine import A2A3
-    from tegula.backends.npu.passes.insert_sync import region_accesses
+    from tegula.backends.npu.access import region_accesses
     from tegula.backends.npu.sched.tasks import make_tasks
     from tegula.ir.buffer import Buffer
     from tegula.ir.effects import effects

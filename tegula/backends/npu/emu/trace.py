@@ -26,7 +26,7 @@ from tegula.backends.closure import MASK, compile_expr, compile_stmt
 from tegula.backends.interp.context import Ctx
 from tegula.backends.npu import semantics
 from tegula.backends.npu.layout import ND
-from tegula.backends.npu.passes.insert_sync import pipe_of, region_accesses, scalar_reads
+from tegula.backends.npu.access import pipe_of, region_accesses, scalar_reads
 from tegula.backends.npu.passes.plan_memory import buffer_bytes
 
 

@@ -52,7 +52,7 @@ def _flat(s: Stmt) -> list:
 
 def _gm_accesses(s: Stmt, m: Any) -> list:
     """(region, writes, pipe) of every GM access of the tile operations in ``s``."""
-    from tegula.backends.npu.passes.insert_sync import pipe_of, region_accesses
+    from tegula.backends.npu.access import pipe_of, region_accesses
 
     out: list = []
 
@@ -74,7 +74,7 @@ def has_hand_cross_flags(k: NpuKernel) -> bool:
 def cross_core_flags(k: NpuKernel, m: Any) -> Stmt:
     """``k``'s body with the cross-core flags its hand-offs through GM need (see the module
     docstring)."""
-    from tegula.backends.npu.passes.insert_sync import disjoint_regions
+    from tegula.backends.npu.access import disjoint_regions
 
     if has_hand_cross_flags(k):
         return k.body

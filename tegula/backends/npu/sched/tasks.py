@@ -35,7 +35,7 @@ from tegula.ir.npu import (BarrierAll, CoreScope, Mma, PipeBarrier, SetCrossFlag
                            WaitCrossFlag, WaitFlag)
 from tegula.ir.stmt import Copy, Fill, For, LetStmt, Reduce, SeqStmt, Stmt
 from tegula.backends.npu import cost
-from tegula.backends.npu.passes.insert_sync import pipe_of, region_accesses
+from tegula.backends.npu.access import pipe_of, region_accesses
 
 TILE_OPS = (Copy, Mma, VecOp, Reduce, Fill)
 SYNC = (SetFlag, WaitFlag, PipeBarrier, BarrierAll, SetCrossFlag, WaitCrossFlag)
