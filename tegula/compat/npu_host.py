@@ -286,8 +286,10 @@ class NpuHost:
                 else:
                     sys.modules[k] = v
             if saved_attr is None:
-                if "npu" in torch.__dict__:
-                    delattr(torch, "npu")
+                # torch's device slot keeps the name 'npu' (a rename cannot be undone) and torch
+                # then asks torch.npu whether the device is there (torch.accelerator,
+                # torch.compile): it answers no
+                torch.npu = _no_npu_module()  # type: ignore[attr-defined]
             else:
                 torch.npu = saved_attr  # type: ignore[attr-defined]
 
@@ -326,6 +328,15 @@ def uninstall() -> None:
 def active() -> Optional[NpuHost]:
     """The installed stand-in, or None."""
     return _ACTIVE[-1] if _ACTIVE else None
+
+
+def _no_npu_module() -> types.ModuleType:
+    """``torch.npu`` after the stand-in is gone: no NPU is available, none is counted."""
+    m = types.ModuleType("torch.npu")
+    m.__doc__ = "torch.npu after tegula's Ascend host stand-in was removed: no NPU in this process"
+    m.is_available = lambda: False  # type: ignore[attr-defined]
+    m.device_count = lambda: 0  # type: ignore[attr-defined]
+    return m
 
 
 @contextlib.contextmanager
