@@ -15,6 +15,12 @@ submodule as an attribute of its parent, so ``from tilelang.jit import JITKernel
 ``tilelang.jit`` from the decorator to the module ``tegula.jit``. Every package the alias loads
 from (``tilelang``, ``tilelang.language``, ...) keeps its exported non-module names
 (:func:`keep_exports`); the submodule is still importable by its path.
+
+Some modules TileLang(-Ascend) programs import live elsewhere in tegula (:data:`PROVIDED`:
+``tilelang.carver.arch.ascend``, ``tilelang.jit.adapter``...). A ``tilelang.X`` that tegula does not
+have at all is a :class:`MissingModuleError` naming it (an UnsupportedError and a
+ModuleNotFoundError, so ``try: import ... except ImportError`` still works), also below a module
+that is not a package in tegula (``tilelang.jit`` is one module here, a package upstream).
 """
 from __future__ import annotations
 
@@ -26,8 +32,27 @@ import sys
 from types import ModuleType
 from typing import Optional, Sequence
 
+from tegula.errors import UnsupportedError
+
 ALIAS = "tilelang"
 TVM = "tvm"
+
+# tilelang.X modules whose tegula counterpart is not tegula.X: alias path -> tegula module
+PROVIDED = {
+    "tilelang.carver.arch.ascend": "tegula.compat.carver_ascend",
+    "tilelang.jit.adapter": "tegula.compat.jit_adapter",
+}
+
+
+class MissingModuleError(UnsupportedError, ModuleNotFoundError):
+    """``import tilelang.X`` for a module of TileLang or TileLang-Ascend that tegula does not have."""
+
+    def __init__(self, name: str):
+        UnsupportedError.__init__(
+            self, f"{name} is a module of TileLang / TileLang-Ascend that tegula does not have "
+                  "(it needs TileLang's or Ascend's own software)",
+            hint="see docs/compat.md and docs/ascend.md for the parts of TileLang's API tegula provides")
+        self.name = name
 
 
 class _KeepsExports(ModuleType):
@@ -61,14 +86,30 @@ class _Renamed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                   target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
         if name != self.alias and not name.startswith(self.alias + "."):
             return None
+        real = self._real_name(name)
         try:
-            module = importlib.import_module(self.target + name[len(self.alias):])
-        except ModuleNotFoundError:
+            module = importlib.import_module(real)
+        except ModuleNotFoundError as e:
+            missing = e.name is None or e.name == real or real.startswith(e.name + ".")
+            if self.alias == ALIAS and name != ALIAS and missing:
+                raise MissingModuleError(name) from None
             return None
+        if self.alias == ALIAS and not hasattr(module, "__path__"):
+            # a module here, maybe a package upstream: let tilelang.X.Y come to this finder
+            _as_package(module)
         self._modules[name] = module
         keep_exports(sys.modules.get(name.rpartition(".")[0]))  # the parent this import binds into
         keep_exports(module)
         return importlib.util.spec_from_loader(name, self)
+
+    def _real_name(self, name: str) -> str:
+        """The tegula module that stands for ``name`` (``<alias>.X``): from :data:`PROVIDED`
+        (for the name or a package above it), else ``<target>.X``."""
+        if self.alias == ALIAS:
+            for alias_path, real in PROVIDED.items():
+                if name == alias_path or name.startswith(alias_path + "."):
+                    return real + name[len(alias_path):]
+        return self.target + name[len(self.alias):]
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         module = self._modules.pop(spec.name)
@@ -80,6 +121,15 @@ class _Renamed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         spec = self._specs.pop(module.__spec__.name, None)
         if spec is not None:
             module.__spec__ = spec
+
+
+def _as_package(module: ModuleType) -> None:
+    """Give ``module`` an empty ``__path__``, so that the import system asks the finders (this
+    one first) for ``<module>.Y`` instead of stopping at "is not a package"."""
+    try:
+        module.__path__ = []  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
 
 
 class _TvmFallback(importlib.abc.MetaPathFinder):

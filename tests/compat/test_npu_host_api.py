@@ -1,0 +1,84 @@
+"""TileLang-Ascend's host API under ``python -m tegula run --target ascend-emu:ARCH``: the modules
+and names its programs import, and a typed tegula error naming what is missing for the rest."""
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def run_program(tmp_path, code, arch="a2a3", name="prog.py"):
+    """Run ``code`` as a program with tegula standing in for tilelang and the Ascend host."""
+    (tmp_path / name).write_text(textwrap.dedent(code))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "tegula", "run", "--target", f"ascend-emu:{arch}", name],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+
+
+def last_error(r):
+    """The last line of stderr that names an exception."""
+    lines = [ln for ln in r.stderr.splitlines() if "Error" in ln.split(":")[0]]
+    return lines[-1] if lines else r.stderr[-300:]
+
+
+def test_missing_tilelang_module_is_a_named_tegula_error(tmp_path):
+    r = run_program(tmp_path, '''
+        import tilelang
+        from tegula.errors import UnsupportedError
+        for name in ("tilelang.no_such_module", "tilelang.jit.adapter.libgen", "tilelang.language.no_such"):
+            try:
+                __import__(name)
+            except UnsupportedError as e:
+                assert isinstance(e, ModuleNotFoundError) and e.name == name, e
+                assert name in str(e) and "tegula does not have" in str(e)
+                print("missing", name)
+        import tilelang.jit
+        assert callable(tilelang.jit)  # still the decorator after its submodules were asked for
+        import tilelang.no_such_at_all
+    ''')
+    assert r.returncode == 1
+    assert r.stdout.split() == ["missing", "tilelang.no_such_module", "missing", "tilelang.jit.adapter.libgen",
+                                "missing", "tilelang.language.no_such"]
+    assert last_error(r).startswith("tegula.compat.alias.MissingModuleError: tilelang.no_such_at_all is a module")
+
+
+@pytest.mark.parametrize("arch,cores,ub", [("a2a3", 24, 192 * 1024), ("a5", 32, 248 * 1024)])
+def test_carver_arch_ascend_describes_the_machine_model(tmp_path, arch, cores, ub):
+    r = run_program(tmp_path, f'''
+        from tilelang import carver
+        from tilelang.carver.arch.ascend import Ascend, is_ascend_arch, is_cube_supported_precision
+        a = Ascend()
+        assert is_ascend_arch(a) and a.platform == "ascend"
+        assert (a.compute_max_core, a.ub_cap, a.smem_cap) == ({cores}, {ub}, {ub}), a
+        assert a.l0a_cap == a.l0b_cap == 64 * 1024 and a.l1_cap == 512 * 1024 and a.cube_shape == [16, 16, 16]
+        assert is_cube_supported_precision("float16", "float32", a)
+        assert not is_cube_supported_precision("float32", "float16", a)
+        assert Ascend(chip_name="Ascend950").compute_max_core == 32
+        assert Ascend(chip_name="Ascend910B").compute_max_core == 24
+        hints = carver.MatmulTemplate(M=1024, N=1024, K=1024, in_dtype="float16", accum_dtype="float16",
+                                      out_dtype="float16").with_arch(a).recommend_hints(topk=5)
+        assert 1 <= len(hints) <= 5 and all(h.block[0] * h.rstep[0] * 2 <= a.ub_cap for h in hints)
+        try:
+            Ascend(chip_name="Ascend310P")
+        except Exception as e:
+            print(type(e).__name__)
+    ''', arch=arch)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ConfigError"]
+
+
+def test_jit_adapter_names_import_and_say_there_is_no_library(tmp_path):
+    r = run_program(tmp_path, '''
+        from tilelang.jit.adapter import CythonKernelAdapter, CtypesKernelAdapter, BaseKernelAdapter
+        assert issubclass(CythonKernelAdapter, BaseKernelAdapter)
+        CtypesKernelAdapter()
+    ''')
+    assert r.returncode == 1
+    assert last_error(r).startswith("tegula.errors.UnsupportedError: tilelang.jit.adapter.CtypesKernelAdapter "
+                                    "wraps a kernel library")
