@@ -30,7 +30,7 @@ from tegula.ir import vecops
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.npu import (CORE_KINDS, HARD_EVENTS, BarrierAll, CoreScope, Mma, NpuKernel,
                            PipeBarrier, SetCrossFlag, SetFlag, VecOp, WaitCrossFlag, WaitFlag)
-from tegula.ir.stmt import Stmt, seq
+from tegula.ir.stmt import Copy, Stmt, seq
 from tegula.ir.visitor import post_order_visit
 from tegula.language import semantic
 from tegula.language.builder import DIALECT, KernelFrame, current, new_var
@@ -154,6 +154,57 @@ def claim_scope(region: Any, want: str, what: str) -> bool:
     if k is not None:
         k.annotations.setdefault(SCOPE_USES, {}).setdefault(buf, []).append((want, what, current_span()))
     return True
+
+
+# -- T.copy's Ascend flags ---------------------------------------------------------------------
+
+def _bool_flag(v: Any, name: str) -> bool:
+    if isinstance(v, E.Const):
+        v = v.value
+    if not isinstance(v, (bool, int)) or isinstance(v, float):
+        raise KernelTypeError(f"T.copy: {name} must be a Python bool, got {v!r}",
+                              hint=f"write {name}=True or {name}=False")
+    return bool(v)
+
+
+def flagged_copy(src: Any, dst: Any, enable_relu: Any, transpose: Any) -> None:
+    """``T.copy(src, dst, enable_relu=, transpose=)`` as TileLang-Ascend defines them:
+    ``transpose=True`` moves an L1 tile into L0A / L0B transposed (``dst[j, i] = src[i, j]``, the
+    L1 -> L0 load's transpose); ``enable_relu=True`` is the fixpipe's ReLU on the way out of L0C
+    (``dst = max(src, 0)``). The flags are the copy's annotations ``"transpose_tile"`` / ``"relu"``."""
+    relu, tr = _bool_flag(enable_relu, "enable_relu"), _bool_flag(transpose, "transpose")
+
+    def make() -> Copy:
+        if not tr:
+            c = semantic.copy(src, dst)
+        else:
+            s_ = semantic.to_region(src, "T.copy source")
+            d_ = semantic.to_region(dst, "T.copy destination")
+            c = Copy(s_, d_)
+            ss, ds = s_.tile_shape(), d_.tile_shape()
+            if len(ss) != 2 or len(ds) != 2 or not semantic.same_shape(ss[::-1], ds):
+                raise ShapeError(f"T.copy(transpose=True): the destination tile "
+                                 f"{semantic.shape_str(ds)} of '{d_.buffer.name}' must be the "
+                                 f"transpose of the 2-d source tile {semantic.shape_str(ss)} of "
+                                 f"'{s_.buffer.name}'")
+        if tr:
+            if not claim_scope(c.src, "l1", "T.copy(transpose=True)") or \
+                    c.dst.buffer.scope not in ("l0a", "l0b") + UNASSIGNED_SCOPES:
+                raise ScopeError(f"T.copy(transpose=True) moves an L1 tile into L0A / L0B; got "
+                                 f"{c.src.buffer.scope} '{c.src.buffer.name}' -> {c.dst.buffer.scope} "
+                                 f"'{c.dst.buffer.name}'",
+                                 hint="transpose on the L1 -> L0 load (T.alloc_L1 -> T.alloc_L0B)")
+            if c.dst.buffer.scope in UNASSIGNED_SCOPES:
+                claim_scope(c.dst, "l0b", "T.copy(transpose=True)")
+        if relu and not claim_scope(c.src, "l0c", "T.copy(enable_relu=True)"):
+            raise ScopeError(f"T.copy(enable_relu=True) is the fixpipe's ReLU on a copy out of L0C; "
+                             f"the source '{c.src.buffer.name}' is in {c.src.buffer.scope}",
+                             hint="apply T.tile.relu to a UB tile instead")
+        ann = {"relu": True} if relu else {}
+        if tr:  # "transpose": the emitters' L1 -> L0 load of a transposed operand
+            ann.update({"transpose": True, "transpose_tile": True})
+        return Copy(c.src, c.dst, ann, span=c.span) if ann else c
+    _emit_tile("T.copy", make)
 
 
 # -- cube --------------------------------------------------------------------------------------

@@ -319,9 +319,14 @@ def _emit_op(what: str, op: type, *operands: Any) -> None:
 
 def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma: bool = False,
          eviction_policy: Any = None, loop_layout: Any = None,
-         annotations: Optional[dict] = None) -> None:
+         annotations: Optional[dict] = None, enable_relu: bool = False, transpose: bool = False) -> None:
     """``T.copy(src, dst)``; ``annotations`` (hints such as ``{"coalesced_width": 4}``) are kept
-    on the copy and do not change what it does."""
+    on the copy and do not change what it does. ``enable_relu`` / ``transpose`` are
+    TileLang-Ascend's (``tegula.language.ascend.flagged_copy``)."""
+    if enable_relu is not False or transpose is not False:
+        from tegula.language.ascend import flagged_copy  # the NPU IR loads on first use
+        flagged_copy(src, dst, enable_relu, transpose)
+        return
     if annotations is not None and not isinstance(annotations, dict):
         raise KernelTypeError(f"T.copy: annotations must be a dict, got {annotations!r}")
     if coalesced_width is not None and (not isinstance(coalesced_width, int) or isinstance(coalesced_width, bool)

@@ -24,7 +24,7 @@ from tegula.backends.interp.batch import block_mask, per_block, recorded_write
 from tegula.backends.interp.context import Ctx
 from tegula.backends.interp.operands import KEPT, widened
 from tegula.backends.interp.tileops import (BATCHED, _acc_dtype, _clip, _prod, _reduce_tile, _scanned,
-                                            accumulated)
+                                            accumulated, apply_copy_flags)
 
 
 class BatchRegion:
@@ -203,12 +203,15 @@ def _copy(s: Copy, ctx: Ctx) -> StmtFn:
     narrow_dst = is_narrow(dd) and sd != dd and sd.np != F32
     to_int = sd.is_float and dd.is_int
     size = ctx.batch.size
+    flagged = bool(s.annotations.get("relu") or s.annotations.get("transpose_tile"))
 
     def copy(env: list) -> None:
         m, any_ = _active(env, size)
         if not any_:
             return
         tile = src.read(env)
+        if flagged:
+            tile = apply_copy_flags(tile, s.annotations, batched=True)
         if narrow_dst:
             tile = ops.widen(tile)
         elif to_int:

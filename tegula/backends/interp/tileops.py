@@ -174,6 +174,20 @@ def _convert(tile: np.ndarray, dst: np.ndarray) -> np.ndarray:
     return tile
 
 
+def apply_copy_flags(tile: np.ndarray, ann: dict, batched: bool = False) -> np.ndarray:
+    """TileLang-Ascend's ``T.copy`` flags, kept as the copy's annotations: ``"relu"``
+    (``enable_relu=True``: ``max(x, 0)``, NaN kept) and ``"transpose_tile"`` (``transpose=True``:
+    the destination gets the 2-D source tile transposed). ``batched``: axis 0 is the block axis."""
+    if ann.get("relu"):
+        tile = np.where(tile < 0, tile.dtype.type(0), tile)
+    if ann.get("transpose_tile"):
+        lead = tile.shape[:1] if batched else ()
+        rc = tuple(e for e in tile.shape[len(lead):] if e != 1)
+        rc = ((1,) + rc)[-2:] if len(rc) < 2 else rc
+        tile = np.swapaxes(tile.reshape(lead + rc), -1, -2)
+    return tile
+
+
 @tile_rule(Copy, "cpu")
 def _copy(s: Copy, ctx: Ctx) -> StmtFn:
     if ctx.batch is not None:
@@ -183,9 +197,12 @@ def _copy(s: Copy, ctx: Ctx) -> StmtFn:
     sd, dd = s.src.buffer.dtype, s.dst.buffer.dtype
     narrow_dst = is_narrow(dd) and sd != dd and sd.np != F32
     to_int = sd.is_float and dd.is_int  # saturating, NaN -> 0 (the operator table's cast)
+    flagged = bool(s.annotations.get("relu") or s.annotations.get("transpose_tile"))
 
     def copy(env: list) -> None:   # a move: never-written elements go along (their use is checked)
         tile = src.read(env)
+        if flagged:
+            tile = apply_copy_flags(tile, s.annotations)
         if narrow_dst:
             tile = ops.widen(tile)
         elif to_int:

@@ -155,6 +155,9 @@ class _AscendC(Walker):
     def load_l0(self, s: Copy) -> None:
         """L1 (NZ) -> L0A (ZZ) / L0B (ZN): one LoadData per row of fractals of the destination."""
         b = s.dst.buffer
+        if s.annotations.get("transpose_tile") and b.scope != "l0b":
+            raise UnsupportedError("the Ascend C emitter transposes L1 -> L0B loads only "
+                                   "(T.copy(transpose=True) into L0A)", s.span)
         R, C = (int(x) for x in tuple(b.shape)[-2:])
         lay = self.layouts[b]
         Rp, Cp = lay.padded((R, C))
@@ -180,6 +183,8 @@ class _AscendC(Walker):
         Rp = self.layouts[src].padded((R, C))[0]
         dt, st = C_TYPES[s.dst.dtype.name], C_TYPES[s.src.dtype.name]
         quant = _QUANT.get((s.src.dtype.name, s.dst.dtype.name), "NoQuant")
+        if s.annotations.get("relu"):  # T.copy(enable_relu=True): the fixpipe's ReLU pre-stage
+            quant += "; fp.reluEn = true"
         if s.dst.buffer.scope == "global":
             g, rows, cols, ld = self.gm(s.dst)
             self.out(f"{{ FixpipeParamsV220 fp; fp.nSize = {self.c(cols)}; fp.mSize = {self.c(rows)}; "

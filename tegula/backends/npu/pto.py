@@ -190,6 +190,10 @@ class _Pto(Walker):
 
     def copy(self, s: Copy) -> None:
         src, dst = s.src.buffer.scope, s.dst.buffer.scope
+        if s.annotations.get("relu"):
+            raise UnsupportedError(f"the {self.LANG} emitter has no spelling for T.copy(enable_relu=True) "
+                                   "(the fixpipe's ReLU out of L0C)", s.span,
+                                   hint="emit Ascend C (target='ascendc'), or run it on ascend-emu")
         if src == "global":  # TLOAD / TSTORE take the GlobalTensor as an lvalue
             t = self.tile(s.dst)
             self.out(f"{{ auto gm = {self.gm(s.src)}; TLOAD({t}, gm); }}")
@@ -201,7 +205,12 @@ class _Pto(Walker):
             if dst == "l0a" or s.src.dtype.itemsize != 2:
                 raise UnsupportedError(f"the {self.LANG} emitter transposes 16-bit B operands only",
                                        s.span)
-            lt, rt = self.transposed(s.src.buffer, "Mat"), self.transposed(s.dst.buffer, "Right")
+            lt = self.transposed(s.src.buffer, "Mat")
+            if s.annotations.get("transpose_tile"):  # T.copy(transpose=True): L0B is K x N already
+                self.out(f"{{ {lt} srcT; TASSIGN(srcT, {self.address(s.src)}); "
+                         f"TEXTRACT({self.tile(s.dst)}, srcT, 0, 0); }}")
+                return
+            rt = self.transposed(s.dst.buffer, "Right")
             self.out(f"{{ {lt} srcT; TASSIGN(srcT, {self.address(s.src)}); {rt} dstT; "
                      f"TASSIGN(dstT, {self.address(s.dst)}); TEXTRACT(dstT, srcT, 0, 0); }}")
         elif src == "l1" and dst in ("l0a", "l0b"):

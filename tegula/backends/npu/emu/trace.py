@@ -24,6 +24,7 @@ from tegula.ir import vecops
 from tegula.ir.tile_rules import TILE_RULES, add_aspect, tile_rule
 from tegula.backends.closure import MASK, compile_expr, compile_stmt
 from tegula.backends.interp.context import Ctx
+from tegula.backends.interp.tileops import apply_copy_flags
 from tegula.backends.npu import semantics
 from tegula.backends.npu.layout import ND
 from tegula.backends.npu.access import pipe_of, region_accesses, scalar_reads
@@ -423,9 +424,12 @@ def _copy(iss: Issuer, s: Copy, operand: Callable, reads: list, writes: list) ->
     get, _ = operand(s.src, False)
     _, put = operand(s.dst, True)
     narrow = s.dst.buffer.dtype.is_float and s.dst.buffer.dtype.bits < 32
+    flagged = bool(s.annotations.get("relu") or s.annotations.get("transpose_tile"))
 
     def run() -> None:
         x = get()
+        if flagged:  # enable_relu / transpose (T.copy's flags): the interpreter's rule
+            x = apply_copy_flags(x, s.annotations)
         put(x.astype(np.float32) if narrow and x.dtype != s.dst.buffer.dtype.np else x)
     return run
 
