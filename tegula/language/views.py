@@ -20,11 +20,17 @@ Views live only in the frontend: when the function is built, :func:`resolve_view
 access of a view into an access of its buffer, and a ``T.copy`` with a view operand into the
 ``T.Parallel`` loop of element copies it means (reads past the view give zero, writes past it are
 dropped, as ``T.copy`` defines for global memory). ``T.im2col`` is such a loop from the start.
+A view of a shared or fragment tile may also be an operand of the other tile operations
+(``T.gemm(T.reshape(X_shared, (BM, BK)), ...)``): the tile is then allocated under the view's
+shape, and the tile's own accesses (and those of its other views) are rewritten into the view's,
+so the memory is the same and only one shape reaches the IR. Two different shapes of one tile
+both used by such operations, or such a view of global memory, are an UnsupportedError.
 The IR, and so every target, never sees a view.
 """
 from __future__ import annotations
 
 import math
+import dataclasses
 from typing import Any, Optional, Sequence
 
 from tegula.errors import KernelTypeError, ShapeError, UnsupportedError
@@ -32,7 +38,7 @@ from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer, BufferRegion
 from tegula.ir.expr import BufferLoad, Expr, Var
-from tegula.ir.stmt import BufferStore, Copy, For, IfThenElse, Stmt
+from tegula.ir.stmt import BufferStore, Copy, For, IfThenElse, Kernel, Stmt
 from tegula.ir.visitor import Mutator, Visitor, substitute
 from tegula.language import semantic
 from tegula.language.builder import current
@@ -134,6 +140,11 @@ def _prod(xs: Sequence[Any]) -> Expr:
     return out
 
 
+def _alike(a: Buffer, b: Buffer) -> bool:
+    """Whether ``a`` and ``b`` have one shape and dtype (a region of one is a region of the other)."""
+    return a.dtype == b.dtype and len(a.shape) == len(b.shape) and all(_same(x, y) for x, y in zip(a.shape, b.shape))
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, int) or isinstance(b, int):
         return a == b
@@ -189,12 +200,91 @@ def _bits_as(e: Expr, d: Any) -> Expr:
     return e if e.dtype == d else E.Builtin("bitcast", (e,), d)
 
 
+def _tile_operands(body: Stmt, members: set) -> list:
+    """``(buffer, span)`` of each region of a buffer in ``members`` that a tile operation other
+    than ``T.copy`` takes, in program order (a copy of a view is a loop of element copies)."""
+    found: list = []
+
+    class V(Visitor):
+        span = None
+
+        def visit_Copy(self, c: Copy) -> None:
+            pass
+
+        def visit_BufferRegion(self, r: BufferRegion) -> None:
+            if r.buffer in members:
+                found.append((r.buffer, self.span))
+
+        def generic_visit(self, node: Any) -> None:
+            if isinstance(node, Stmt):
+                self.span = getattr(node, "span", None)
+            super().generic_visit(node)
+
+    V().visit(body)
+    return found
+
+
+def _storage(body: Stmt, views: dict) -> tuple:
+    """Which buffer holds each viewed tile's memory: ``(aliases, moved)`` where ``aliases`` maps
+    every view (and every tile that a view of it replaces) to the buffer its accesses go to, and
+    ``moved`` maps such a tile to the view that is allocated in its place."""
+    groups: dict = {}
+    for v, base in views.items():
+        groups.setdefault(base, [base]).append(v)
+    uses = _tile_operands(body, set(views) | set(groups))
+    aliases, moved = dict(views), {}
+    for base, members in groups.items():
+        used = [(m, sp) for m, sp in uses if m in members]
+        if not used:
+            continue
+        first, span = used[0]
+        for m, sp in used:
+            if not _alike(m, first):
+                raise UnsupportedError(
+                    f"'{first.name}' {tuple(first.shape)} and '{m.name}' {tuple(m.shape)} are two shapes of "
+                    f"the memory of '{base.name}', and tile operations other than T.copy use both", sp,
+                    hint="give the tile operations one shape of it, or T.copy one shape into a tile of its own")
+        if first is base:  # its views used by tile operations have its shape: the tile stays
+            continue
+        if not (base.is_shared or base.is_fragment):
+            raise UnsupportedError(f"'{first.name}' is a view of '{base.name}' ({base.scope}): tile operations "
+                                   "other than T.copy can use views of shared and fragment tiles only", span,
+                                   hint=f"T.copy the view into a shared tile first, or use '{base.name}'")
+        n_base = math.prod(base.shape) if all(isinstance(x, int) for x in base.shape) else None
+        n_view = math.prod(first.shape) if all(isinstance(x, int) for x in first.shape) else None
+        if n_base is None or n_base != n_view:
+            raise UnsupportedError(f"'{first.name}' {tuple(first.shape)} is a view of part of '{base.name}' "
+                                   f"{tuple(base.shape)}: a tile operation other than T.copy can use a view only "
+                                   "of a whole tile", span, hint="view the tile under a shape with as many elements")
+        del aliases[first]
+        for m in members:
+            if m is not first:
+                aliases[m] = first
+        moved[base] = first
+    return aliases, moved
+
+
 def resolve_views(body: Stmt, views: dict) -> Stmt:
-    """``body`` with every access of a view (``views``: view -> its buffer) made on the buffer."""
+    """``body`` with every access of a view (``views``: view -> its buffer) made on the buffer;
+    a tile whose view a tile operation other than ``T.copy`` takes is allocated as that view
+    (module docstring). Raises UnsupportedError for views that cannot be so resolved."""
     if not views:
         return body
+    views, moved = _storage(body, views)
 
     class M(Mutator):
+        def visit_Kernel(self, k: Kernel) -> Any:
+            k = self.generic_visit(k)
+            if not any(a in moved for a in k.allocs):
+                return k
+            annotated = [a for a in (k.annotations.get("layout_map") or {}) if a in moved]
+            if annotated:
+                a = annotated[0]
+                raise UnsupportedError(f"'{a.name}' has an annotated layout, and a tile operation uses it as "
+                                       f"'{moved[a].name}' {tuple(moved[a].shape)}", k.span,
+                                       hint=f"annotate the layout of '{moved[a].name}' instead")
+            return dataclasses.replace(k, allocs=tuple(moved.get(a, a) for a in k.allocs))
+
         def visit_BufferLoad(self, n: BufferLoad) -> Any:
             idx = tuple(self.visit(i) for i in n.indices)
             if n.buffer in views:
@@ -210,6 +300,12 @@ def resolve_views(body: Stmt, views: dict) -> Stmt:
                 return BufferStore(views[buf], remap(buf.shape, views[buf].shape, idx),
                                    _bits_as(value, views[buf].dtype), span=s.span)
             return BufferStore(buf, idx, value, span=s.span)
+
+        def visit_BufferRegion(self, r: BufferRegion) -> Any:
+            r = self.generic_visit(r)
+            if r.buffer in views and _alike(r.buffer, views[r.buffer]):
+                return dataclasses.replace(r, buffer=views[r.buffer])
+            return r
 
         def visit_Copy(self, c: Copy) -> Any:
             if c.src.buffer in views or c.dst.buffer in views:

@@ -108,7 +108,63 @@ def test_a_view_of_a_local_buffer_is_an_error_at_its_line():
     assert "local" in str(e.value) and "g = T.reshape(f, (8, 8))" in str(e.value)
 
 
-def test_a_view_in_a_gemm_is_an_error_at_its_line():
+def conv1d_gemm(N=2, L=64, C=32, KL=3, F=32, BL=32, BC=16, stages=2):
+    """A 1-d convolution as im2col + gemm: the patch tile (BL, KL, BC) is filled element by
+    element and multiplied as its reshape (BL, KL*BC); the accumulator (2, BL/2, F) is the
+    gemm's C through a reshape and is read back element by element under its own shape."""
+    CB = C // BC
+
+    @T.prim_func
+    def conv(X: T.Tensor((N, L, C), "float16"), Wm: T.Tensor((CB, KL * BC, F), "float16"),
+             O: T.Tensor((N, L, F), "float32")):
+        with T.Kernel(T.ceildiv(L, BL), N, threads=128) as (bx, by):
+            patch = T.alloc_shared((BL, KL, BC), "float16")
+            w_s = T.alloc_shared((KL * BC, F), "float16")
+            acc = T.alloc_fragment((2, BL // 2, F), "float32")
+            T.clear(T.reshape(acc, (BL, F)))
+            for cb in T.Pipelined(CB, num_stages=stages):
+                for l, k, c in T.Parallel(BL, KL, BC):
+                    patch[l, k, c] = T.if_then_else(bx * BL + l + k < L, X[by, bx * BL + l + k, cb * BC + c], 0)
+                T.copy(Wm[cb, 0, 0], w_s)
+                T.gemm(T.reshape(patch, (BL, KL * BC)), w_s, T.reshape(acc, (BL, F)))
+            for h, l, f in T.Parallel(2, BL // 2, F):
+                O[by, bx * BL + h * (BL // 2) + l, f] = acc[h, l, f]
+
+    return conv
+
+
+def conv1d_reference(x, w):
+    """``O[n, l, f] = sum_{k, c} X[n, l + k, c] * W[k, c, f]`` (zero past the end), float64."""
+    N, L, C = x.shape
+    KL = w.shape[0]
+    xp = np.concatenate([x.astype(np.float64), np.zeros((N, KL - 1, C))], axis=1)
+    return sum(xp[:, k:k + L, :] @ w[k].astype(np.float64) for k in range(KL))
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_gemm_on_reshaped_shared_and_fragment_tiles(rng, target):
+    N, L, C, KL, F, BC = 2, 64, 32, 3, 32, 16
+    x = rng.standard_normal((N, L, C)).astype(np.float16)
+    w = (rng.standard_normal((KL, C, F)) / 4).astype(np.float16)
+    # the weights of channel block cb as a (KL*BC, F) matrix, row k*BC + c
+    wm = np.ascontiguousarray(w.reshape(KL, C // BC, BC, F).transpose(1, 0, 2, 3).reshape(C // BC, KL * BC, F))
+    o = tegula.compile(conv1d_gemm(N, L, C, KL, F, BC=BC), out_idx=[-1], target=target)(x, wm)
+    np.testing.assert_allclose(o.astype(np.float64), conv1d_reference(x, w), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_gemm_on_reshaped_tiles_compiles(arch):
+    src = tegula.compile(conv1d_gemm(), out_idx=[-1], target=f"cuda:{arch}").get_kernel_source()
+    assert "__global__" in src
+
+
+def test_a_tile_used_by_a_gemm_through_a_reshape_is_allocated_as_the_reshape():
+    text = conv1d_gemm().script()
+    assert 'T.alloc_shared((32, 48), "float16")' in text and "T.alloc_shared((32, 3, 16)" not in text
+    assert 'T.alloc_fragment((32, 32), "float32")' in text and "T.alloc_fragment((2, 16, 32)" not in text
+
+
+def test_two_shapes_of_one_tile_in_tile_operations_are_an_error_at_the_line():
     with pytest.raises(UnsupportedError) as e:
         @T.prim_func
         def bad(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
@@ -117,8 +173,33 @@ def test_a_view_in_a_gemm_is_an_error_at_its_line():
                 c = T.alloc_fragment((16, 16), "float32")
                 a2 = T.view(a_s, (16, 16))
                 T.gemm(a2, a2, c)
+                T.fill(a_s, 0)
     msg = str(e.value)
-    assert "view" in msg and "T.gemm(a2, a2, c)" in msg and "tegula/language" not in msg
+    assert "two shapes" in msg and "T.fill(a_s, 0)" in msg and "tegula/language" not in msg
+
+
+def test_a_tile_operation_on_a_view_of_global_memory_is_an_error_at_the_line():
+    with pytest.raises(UnsupportedError) as e:
+        @T.prim_func
+        def bad(A: T.Tensor((256,), "float16")):
+            with T.Kernel(1, threads=128) as bx:
+                a2 = T.view(A, (16, 16))
+                T.fill(a2, 1)
+    msg = str(e.value)
+    assert "global" in msg and "T.fill(a2, 1)" in msg and "tegula/language" not in msg
+
+
+def test_a_gemm_on_a_view_of_part_of_a_tile_is_an_error_at_the_line():
+    with pytest.raises(UnsupportedError) as e:
+        @T.prim_func
+        def bad(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                a_s = T.alloc_shared((512,), "float16")
+                c = T.alloc_fragment((16, 16), "float32")
+                a2 = T.Tensor((16, 16), "float16", a_s.data)
+                T.gemm(a2, a2, c)
+    msg = str(e.value)
+    assert "part of" in msg and "T.gemm(a2, a2, c)" in msg and "tegula/language" not in msg
 
 
 def test_a_view_larger_than_its_buffer_is_an_error():
