@@ -65,6 +65,9 @@ class TargetKind:
     ``cuda`` produces). ``default_arch`` / ``detect_arch``: the arch when the target string names
     none (``detect_arch`` is ``"module:function"`` taking a Target, raising ConfigError).
     ``archs``: the only archs it takes, the first being the one a target string without one gets.
+    ``rules``: modules imported with the builder, where other backends register rules its kernels
+    need (the interpreter runs NPU dialect nodes by ``tegula.backends.npu.interp_rules``), so the
+    backend itself imports no other backend.
     """
 
     name: str
@@ -77,6 +80,7 @@ class TargetKind:
     aliases: tuple[str, ...] = ()
     archs: tuple[str, ...] = ()
     summary: str = ""
+    rules: tuple[str, ...] = ()
 
     @property
     def uses_cuda_pipeline(self) -> bool:
@@ -93,6 +97,8 @@ class TargetKind:
 
     def load_builder(self) -> Builder:
         try:
+            for module in self.rules:
+                importlib.import_module(module)
             return load_ref(self.builder)
         except (ImportError, AttributeError) as e:
             raise UnsupportedError(f"the {self.name} backend is not available in this installation: {e}") from None
@@ -103,7 +109,7 @@ _NPU_PIPELINE = "tegula.backends.npu.pipeline:NPU_PASSES"
 
 KINDS: dict[str, TargetKind] = {k.name: k for k in (
     TargetKind("cpu", "tegula.backends.interp.jit:build", runs_on_host=True,
-               aliases=("c", "llvm", "host"),
+               aliases=("c", "llvm", "host"), rules=("tegula.backends.npu.interp_rules",),
                summary="the interpreter: tile-level IR run block by block with numpy"),
     TargetKind("cuda", "tegula.backends.cuda.jit:build", runs_on_host=False,
                pipeline=_CUDA_PIPELINE, detect_arch="tegula.backends.cuda.jit:resolve_arch",

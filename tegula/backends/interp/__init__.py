@@ -76,7 +76,6 @@ from tegula.backends.interp import atomics, batch_tileops, exprs, parallel, stmt
 from tegula.backends import blas
 from tegula.backends.closure import StmtFn, compile_stmt, np_scalar
 from tegula.backends.interp.context import Ctx
-from tegula.backends.npu import interp_rules  # noqa: F401,E402 (rules of the NPU dialect's nodes)
 
 __all__ = ["execute", "compile_func"]
 
