@@ -18,6 +18,9 @@ What it stands in for while installed (nothing of it is active otherwise):
 - ``torch.npu``: ``synchronize``, ``set_device``, ``current_device``, ``device_count``,
   ``is_available``, ``get_device_properties`` (the machine model's cube and vector core counts),
   ``Event`` (timing by the host clock), ``current_stream`` / ``Stream``;
+- modules only Ascend software has (``import shmem``: aclshmem; ``torch_tl_ascend``: a torch
+  extension built with CANN) and a shared library ``ctypes.CDLL`` cannot load (``kernel_lib.so``
+  built ahead of time by CANN) are an :class:`AscendSoftwareError` naming them;
 - the target: ``target="auto"`` (the default) and a program's explicit ``target="pto"``,
   ``"ascendc"`` or ``"npuir"`` mean ``ascend-emu:<arch>``: the emulator of the machine asked for.
 """
@@ -167,6 +170,66 @@ class _Module(types.ModuleType):
                                hint="see docs/ascend.md for what runs on the emulator")
 
 
+# top-level modules only Ascend software provides: name -> what it is
+ASCEND_MODULES = {
+    "shmem": "aclshmem's Python module (memory shared by the NPUs of several processes)",
+    "torch_tl_ascend": "the torch extension TileLang-Ascend's torch_tl_ascend example builds with CANN",
+    "acl": "pyACL, the Ascend runtime's Python API",
+    "torchair": "TorchAir, torch_npu's graph compiler",
+}
+
+
+class AscendSoftwareError(UnsupportedError):
+    """A module or library only Ascend software provides."""
+
+    def __init__(self, message: str, name: Optional[str] = None, hint: Optional[str] = None):
+        UnsupportedError.__init__(self, message, hint=hint)
+        self.name = name
+
+
+class AscendModuleError(AscendSoftwareError, ModuleNotFoundError):
+    """A module only Ascend software provides (a ModuleNotFoundError too, for ``except ImportError``)."""
+
+
+class AscendLibraryError(AscendSoftwareError, OSError):
+    """A shared library ``ctypes`` cannot load (an OSError too, for ``except OSError``)."""
+
+
+class _AscendModules:
+    """Finds the :data:`ASCEND_MODULES` no earlier finder found: an error naming the module."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        top = name.partition(".")[0]
+        if top in ASCEND_MODULES:
+            raise AscendModuleError(
+                f"module {name!r} is {ASCEND_MODULES[top]}: it needs Ascend software, which tegula's "
+                "stand-in for the Ascend host does not have", name=name,
+                hint="this program runs only on an Ascend machine; see docs/ascend.md for what runs "
+                     "on the emulator")
+        return None
+
+
+def _host_cdll() -> type:
+    import ctypes
+
+    class CDLL(ctypes.CDLL):
+        """``ctypes.CDLL`` on the Ascend host stand-in: a library that cannot be loaded (a kernel
+        library CANN builds ahead of time) is an :class:`AscendSoftwareError` naming it."""
+
+        def __init__(self, name: Any, *args: Any, **kwargs: Any):
+            try:
+                super().__init__(name, *args, **kwargs)
+            except OSError as e:
+                raise AscendLibraryError(
+                    f"ctypes.CDLL({str(name)!r}) cannot load the library ({e}); on an Ascend machine "
+                    "such a kernel library is built ahead of time by CANN, which tegula's stand-in "
+                    "for the Ascend host does not have", name=str(name),
+                    hint="build and call the kernel in the program (tilelang.jit / tilelang.compile) "
+                         "to run it on the emulator") from None
+
+    return CDLL
+
+
 class NpuHost:
     """The installed glue for one machine (``"a2a3"`` or ``"a5"``); see the module docstring."""
 
@@ -259,6 +322,11 @@ class NpuHost:
         torch.Tensor.is_npu = property(lambda t: True)  # type: ignore[attr-defined]
         mode = _torch_mode_class()()
         mode.__enter__()
+        import ctypes
+
+        finder, saved_cdll = _AscendModules(), ctypes.CDLL
+        sys.meta_path.append(finder)
+        ctypes.CDLL = _host_cdll()  # type: ignore[misc]
 
         old_kind = _target.KINDS["ascend-emu"]
         archs = (self.arch,) + tuple(a for a in old_kind.archs if a != self.arch)
@@ -268,6 +336,9 @@ class NpuHost:
 
         def undo() -> None:
             config.settings = old_settings
+            ctypes.CDLL = saved_cdll  # type: ignore[misc]
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
             if saved_ops is None:
                 torch.ops.__dict__.pop(DEVICE, None)
             else:

@@ -77,7 +77,8 @@ def main(argv: Sequence[str]) -> int:
                 return 2
             sys.argv = argv
             sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-            runpy.run_path(path, run_name="__main__")
+            # __file__ is absolute, as python sets it for a script (3.9+)
+            runpy.run_path(os.path.abspath(path), run_name="__main__")
     except SystemExit as e:
         return _exit_code(e)
     return 0

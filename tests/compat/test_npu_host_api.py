@@ -82,3 +82,42 @@ def test_jit_adapter_names_import_and_say_there_is_no_library(tmp_path):
     assert r.returncode == 1
     assert last_error(r).startswith("tegula.errors.UnsupportedError: tilelang.jit.adapter.CtypesKernelAdapter "
                                     "wraps a kernel library")
+
+
+def test_ascend_only_modules_and_libraries_are_named_errors(tmp_path):
+    r = run_program(tmp_path, '''
+        import ctypes, os
+        from tegula.errors import UnsupportedError
+        assert os.path.isabs(__file__)  # as python sets it for a script
+        try:
+            import torch_tl_ascend
+        except ImportError as e:  # the program's own fallback still works
+            assert isinstance(e, UnsupportedError) and e.name == "torch_tl_ascend"
+            print("no", e.name)
+        try:
+            ctypes.CDLL("./kernel_lib.so")
+        except OSError as e:
+            assert isinstance(e, UnsupportedError) and "kernel_lib.so" in str(e) and "CANN" in str(e)
+            print("no", e.name)
+        assert ctypes.CDLL(None).getpid() == os.getpid()  # a library that loads is unchanged
+        import shmem
+    ''')
+    assert r.returncode == 1
+    assert r.stdout.split() == ["no", "torch_tl_ascend", "no", "./kernel_lib.so"]
+    assert last_error(r).startswith("tegula.compat.npu_host.AscendModuleError: module 'shmem' is aclshmem's")
+
+
+def test_the_ascend_host_undoes_its_modules_and_ctypes():
+    import ctypes
+
+    from tegula.compat.npu_host import AscendModuleError, npu_host
+
+    cdll, finders = ctypes.CDLL, list(sys.meta_path)
+    with npu_host("a2a3"):
+        assert ctypes.CDLL is not cdll
+        with pytest.raises(AscendModuleError, match="aclshmem"):
+            import shmem  # noqa: F401
+    assert ctypes.CDLL is cdll and sys.meta_path == finders
+    with pytest.raises(ModuleNotFoundError) as e:
+        import shmem  # noqa: F401,F811
+    assert type(e.value) is ModuleNotFoundError
