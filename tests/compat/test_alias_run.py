@@ -186,3 +186,24 @@ def test_importing_a_submodule_leaves_the_packages_names(tmp_path):
     r = run(["-c", code], tmp_path)
     assert r.returncode == 0, r.stderr
     assert "kept tilelang.jit" in r.stdout and "kept tilelang.tools.trace" in r.stdout
+
+
+def test_a_tilelang_module_tegula_lacks_is_a_tegula_error_naming_it(tmp_path):
+    # TileLang's gemm_sp example imports tilelang.cuda.intrinsics.sparse_layout; tegula has the
+    # package tilelang.cuda.intrinsics but not that module
+    (tmp_path / "prog.py").write_text(textwrap.dedent('''
+        from tegula.errors import UnsupportedError
+        name = "tilelang.cuda.intrinsics.sparse_layout"
+        try:
+            import tilelang.cuda.intrinsics.sparse_layout  # noqa: F401
+        except UnsupportedError as e:
+            assert isinstance(e, ModuleNotFoundError) and e.name == name, e
+            print("missing", e)
+        from tilelang.cuda.intrinsics.sparse_layout import make_cutlass_metadata_layout  # noqa: F401
+    '''))
+    r = run(["-m", "tegula", "run", "prog.py"], tmp_path)
+    assert r.returncode == 1
+    assert r.stdout.startswith("missing tilelang.cuda.intrinsics.sparse_layout is a module of TileLang")
+    last = r.stderr.strip().splitlines()
+    assert any(line.startswith("tegula.compat.alias.MissingModuleError: tilelang.cuda.intrinsics.sparse_layout "
+                               "is a module") and "tegula does not have" in line for line in last), r.stderr
