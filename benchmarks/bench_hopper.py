@@ -60,9 +60,6 @@ WS_TMA_PROLOGUE = {PassConfigKey.TEGULA_WS_TMA_PROLOGUE: True}
 WS_OVERLAP = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True, PassConfigKey.TEGULA_SOFTMAX_OVERLAP: True}
 # the accumulator stored from registers (TmaStores' fragment form off: the default before it)
 NO_TMA_STORE = {PassConfigKey.TEGULA_TMA_STORE: False}
-# warp-specialized GEMMs in 2-block clusters sharing the A tile by TMA multicast (tma_multicast.py)
-CLUSTER = {PassConfigKey.TEGULA_CLUSTER: True}
-NO_CLUSTER = {PassConfigKey.TEGULA_CLUSTER: False}
 
 
 def tilelang_example(name: str):
@@ -118,10 +115,6 @@ def gemm_section(args):
             cfgs = wg_configs if M > 64 else [(64, 128, 64, 4, 128), (64, 256, 64, 3, 128)]
             for label, configs, build in (
                 ("wgmma", cfgs, lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype), out_idx=[-1], target="cuda")),
-                ("cluster", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
-                                                                out_idx=[-1], target="cuda", pass_configs=CLUSTER)),
-                ("no_cluster", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
-                                                                   out_idx=[-1], target="cuda", pass_configs=NO_CLUSTER)),
                 ("no_tma_store", cfgs[:2], lambda c: tegula.compile(ex.matmul.get_tir(M, N, K, *c, dtype=dtype),
                                                                      out_idx=[-1], target="cuda",
                                                                      pass_configs=NO_TMA_STORE)),
@@ -176,8 +169,6 @@ def gemm_section(args):
                     row["wgmma_vs_ws_plain"] = w / row["ws_plain_tflops"]
                 if row.get("no_tma_store_tflops"):
                     row["wgmma_vs_no_tma_store"] = w / row["no_tma_store_tflops"]
-                if row.get("cluster_tflops"):
-                    row["cluster_vs_wgmma"] = row["cluster_tflops"] / w
             rows.append(row)
             print(row)
     table("GEMM (TFLOP/s)", rows, ["dtype", "shape", "cublas_tflops", "tilelang_tflops", "mma_sync_tflops",
@@ -185,12 +176,10 @@ def gemm_section(args):
                                    "no_tma_store_tflops", "no_tma_store_config",
                                    "wgmma_overlap_tflops",
                                    "wgmma_overlap_config",
-                                   "cluster_tflops", "cluster_config", "no_cluster_tflops",
                                    "wgmma_vs_cublas", "wgmma_vs_tilelang"])
     if args.rounds:
         table(f"GEMM, interleaved rounds (median of {args.rounds}; TFLOP/s)", rows,
               ["dtype", "shape"] + [f"{lb}_rounds_tflops" for lb in ("cublas", "tilelang", "wgmma",
-                                                                      "cluster", "no_cluster",
                                                                       "no_tma_store", "no_ws", "ws_plain")])
     return rows
 

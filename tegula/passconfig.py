@@ -142,10 +142,6 @@ class PassConfigKey(str, enum.Enum):
     # sm_90a: GEMM-shaped kernels launch their blocks in strips of this many columns for L2 reuse
     # (RasterBlocks); 0 / False: launch order, unset: the width that makes a wave square in bytes
     TEGULA_BLOCK_RASTER = "tegula.block_raster"
-    # sm_90a: a warp-specialized GEMM runs in clusters of 2 blocks that share one operand's tiles
-    # by TMA multicast (WarpSpecialize, tma_multicast.py); True: 2x1 where it can, else 1x2;
-    # (2, 1) / (1, 2): that form; False: none; unset: the measured default
-    TEGULA_CLUSTER = "tegula.cluster"
     # blocks per SM the CUDA compiler must leave room for (the second __launch_bounds__ value):
     # caps registers per thread at 65536 / (threads * value)
     TEGULA_MIN_BLOCKS_PER_SM = "tegula.min_blocks_per_sm"
@@ -182,7 +178,6 @@ EFFECTS: dict[PassConfigKey, str] = {
     K.TEGULA_WARP_SPECIALIZE: "CUDA sm_90a: WarpSpecialize on (True) or off (False) for every loop it can take",
     K.TEGULA_DISABLE_BLOCK_ORDER: "CUDA sm_90a: skip OrderBlocks (longest blocks first)",
     K.TEGULA_BLOCK_RASTER: "CUDA sm_90a: RasterBlocks' strip width for GEMM-shaped grids (0: launch order)",
-    K.TEGULA_CLUSTER: "CUDA sm_90a: warp-specialized GEMMs in 2-block clusters sharing a tile by TMA multicast (True, (2, 1), (1, 2), False)",
     K.TEGULA_TMA_STORE: "CUDA sm_90a: TMA stores of whole tiles to global memory, shared tiles and fragments (True / False)",
     K.TEGULA_SOFTMAX_OVERLAP: "CUDA sm_90a: attention's second gemm beside the next softmax (TmaPipeline, WarpSpecialize; True / False)",
     K.TEGULA_WS_TMA_PROLOGUE: "CUDA sm_90a: WarpSpecialize's producer loads the tiles copied before the loop (attention's Q) by TMA",

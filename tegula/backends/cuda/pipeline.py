@@ -51,8 +51,7 @@ CUDA_PASSES: tuple[PassSpec, ...] = (
                              ("overlap", PassConfigKey.TEGULA_WGMMA_OVERLAP),
                              ("min_blocks", PassConfigKey.TEGULA_MIN_BLOCKS_PER_SM),
                              ("softmax", PassConfigKey.TEGULA_SOFTMAX_OVERLAP),
-                             ("tma_prologue", PassConfigKey.TEGULA_WS_TMA_PROLOGUE),
-                             ("cluster", PassConfigKey.TEGULA_CLUSTER))),
+                             ("tma_prologue", PassConfigKey.TEGULA_WS_TMA_PROLOGUE))),
     # the loops it takes are no longer T.Pipelined, so PipelineCopies leaves them
     PassSpec("TmaPipeline", tma_pipeline,
              "T.Pipelined loops whose copies the copy engine can do: TMA into stages, on mbarriers",

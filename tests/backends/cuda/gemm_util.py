@@ -1,5 +1,5 @@
-"""The tiled GEMM the sm_90a GEMM tests build (clusters), its inputs and the
-float64 check."""
+"""The tiled GEMM the sm_90a GEMM tests build (in thread block clusters where asked), its inputs
+and the float64 check."""
 import ml_dtypes
 import numpy as np
 
@@ -8,11 +8,12 @@ import tegula.language as T
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 
-def gemm(M, N, K, bm, bn, bk, stages, threads, dtype="float16", panel=None):
-    """C = A @ B in tiles of bm x bn (bk along K), ``T.use_swizzle(panel)`` when given."""
+def gemm(M, N, K, bm, bn, bk, stages, threads, dtype="float16", panel=None, cluster_dims=None):
+    """C = A @ B in tiles of bm x bn (bk along K), ``T.use_swizzle(panel)`` when given, launched in
+    clusters of ``cluster_dims`` blocks (``T.Kernel(..., cluster_dims=)``) when given."""
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads, cluster_dims=cluster_dims) as (bx, by):
             A_s = T.alloc_shared((bm, bk), dtype)
             B_s = T.alloc_shared((bk, bn), dtype)
             C_l = T.alloc_fragment((bm, bn), "float32")

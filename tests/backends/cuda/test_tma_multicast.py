@@ -1,8 +1,8 @@
-"""Warp-specialized GEMMs in 2-block clusters sharing one operand's tiles by TMA multicast
-(``tegula.cluster``, WarpSpecialize with ``analysis/tma_multicast.py``). The lowering on
-cuda-emu:sm_90a (a cluster's blocks run together) against float64 (ragged M/N/K, fp16 and bf16,
-odd tile counts that the cluster does not divide, 2x1 and 1x2, strips of ``T.use_swizzle``), the
-rule and its option, compile-only sm_90a through ptxas, and the GPU with ``-m gpu``."""
+"""Warp-specialized GEMMs in the 2-block clusters their author launches them in
+(``T.Kernel(..., cluster_dims=(2, 1))``), sharing one operand's tiles by TMA multicast
+(WarpSpecialize with ``analysis/tma_multicast.py``). The lowering on cuda-emu:sm_90a (a cluster's
+blocks run together) against float64 (ragged M/N/K, fp16 and bf16, 2x1 and 1x2, strips of
+``T.use_swizzle``), the rule, compile-only sm_90a through ptxas, and the GPU with ``-m gpu``."""
 import sys
 from pathlib import Path
 
@@ -26,101 +26,90 @@ SM90 = Target("cuda", "sm_90a")
 WS = {PassConfigKey.TEGULA_WARP_SPECIALIZE: True}
 
 
-def _pc(cluster, **extra):
-    return {PassConfigKey.TEGULA_CLUSTER: cluster, **WS, **extra}
-
-
 # -- cuda-emu:sm_90a: a cluster's blocks side by side, against float64 ---------------------------
 
-@pytest.mark.parametrize("M, N, K, cfg, cluster, dtype, panel, grid", [
-    # 3 x 2 tiles of 128x128, padded to 4 x 2 (the cluster does not divide 3); K ragged, 4 k-tiles
-    # on a ring of 2, the wgmma overlap (256 threads)
-    (200, 296, 200, (128, 128, 64, 2, 256), True, "float16", None, "T.Kernel(4, 2, threads=384, cluster_dims="),
-    (200, 296, 200, (128, 128, 64, 2, 256), True, "bfloat16", None, "T.Kernel(4, 2, threads=384, cluster_dims="),
-    # 1x2: B shared by blocks one above the other; 2 x 3 tiles padded to 2 x 4
-    (300, 200, 136, (128, 128, 32, 3, 256), (1, 2), "float16", None, "T.Kernel(2, 4, threads=384, cluster_dims="),
-    # strips of 2 columns (RasterBlocks' order), 3 x 1 tiles padded to 4 x 1
-    (128, 384, 96, (128, 128, 32, 2, 256), (2, 1), "bfloat16", 2, "T.Kernel(4, 1, threads=384, cluster_dims="),
+@pytest.mark.parametrize("M, N, K, cfg, dims, dtype, panel, grid", [
+    # 4 x 2 tiles of 128x128, the last column ragged; K ragged, 4 k-tiles on a ring of 2, the
+    # wgmma overlap (256 threads)
+    (200, 400, 200, (128, 128, 64, 2, 256), (2, 1), "float16", None, "T.Kernel(4, 2, threads=384, cluster_dims="),
+    (200, 400, 200, (128, 128, 64, 2, 256), (2, 1), "bfloat16", None, "T.Kernel(4, 2, threads=384, cluster_dims="),
+    # 1x2: B shared by blocks one above the other; 2 x 4 tiles, the last row ragged
+    (420, 200, 136, (128, 128, 32, 3, 256), (1, 2), "float16", None, "T.Kernel(2, 4, threads=384, cluster_dims="),
+    # strips of 2 columns (RasterBlocks' order), 4 x 1 tiles
+    (128, 480, 96, (128, 128, 32, 2, 256), (2, 1), "bfloat16", 2, "T.Kernel(4, 1, threads=384, cluster_dims="),
     # 64-row tiles of 128 threads (the split without the overlap): 32-row halves of A
-    (64, 328, 160, (64, 128, 64, 3, 128), True, "float16", None, "T.Kernel(4, 1, threads=256, cluster_dims="),
-], ids=["2x1-fp16-odd", "2x1-bf16-odd", "1x2-fp16-odd", "2x1-strips", "64x128"])
-def test_cluster_gemm_on_the_emulator_matches_float64(M, N, K, cfg, cluster, dtype, panel, grid, rng):
-    f = _gemm(M, N, K, *cfg, dtype=dtype, panel=panel)
-    k = tegula.compile(f, out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=_pc(cluster))
+    (64, 456, 160, (64, 128, 64, 3, 128), (2, 1), "float16", None, "T.Kernel(4, 1, threads=256, cluster_dims="),
+], ids=["2x1-fp16-ragged", "2x1-bf16-ragged", "1x2-fp16-ragged", "2x1-strips", "64x128"])
+def test_cluster_gemm_on_the_emulator_matches_float64(M, N, K, cfg, dims, dtype, panel, grid, rng):
+    f = _gemm(M, N, K, *cfg, dtype=dtype, panel=panel, cluster_dims=dims)
+    k = tegula.compile(f, out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=WS)
     src = k.artifact.source
-    dims = (1, 2) if cluster == (1, 2) else (2, 1)
     assert f"cluster_dims={dims}" in src and grid in src
     assert src.count("tl::cluster_sync") == 2 and "tl::tma_load_multicast" in src
     a, b = _inputs(rng, M, N, K, dtype)
     _check(k(a, b), a, b)
 
 
-def test_without_the_cluster_the_same_kernels_match_and_load_alone(rng):
-    f = _gemm(200, 296, 200, 128, 128, 64, 2, 256)
-    k = tegula.compile(f, out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=_pc(False))
+def test_without_clusters_the_same_kernel_matches_and_loads_alone(rng):
+    f = _gemm(200, 400, 200, 128, 128, 64, 2, 256)
+    k = tegula.compile(f, out_idx=[-1], target="cuda-emu:sm_90a", pass_configs=WS)
     src = k.artifact.source
-    assert "cluster" not in src and "T.Kernel(3, 2, threads=384)" in src
-    a, b = _inputs(rng, 200, 296, 200, "float16")
+    assert "cluster" not in src and "T.Kernel(4, 2, threads=384)" in src
+    a, b = _inputs(rng, 200, 400, 200, "float16")
     _check(k(a, b), a, b)
 
 
-# -- the rule, the option -------------------------------------------------------------------------
+# -- the rule -------------------------------------------------------------------------------------
 
-def test_clusters_are_off_by_default_and_taken_where_the_rule_allows():
-    big = _gemm(4096, 4096, 1024, 128, 256, 64, 3, 256, panel=10)
-    assert "cluster_dims=" not in lower(big, SM90, {}).script()
-    s = lower(big, SM90, {PassConfigKey.TEGULA_CLUSTER: True}).script()
+def test_the_multicast_takes_the_clusters_the_author_asks_for_where_the_rule_allows():
+    # no clusters asked for: none chosen
+    assert "cluster_dims=" not in lower(_gemm(4096, 4096, 1024, 128, 256, 64, 3, 256, panel=10), SM90, {}).script()
+    big = _gemm(4096, 4096, 1024, 128, 256, 64, 3, 256, panel=10, cluster_dims=(2, 1))
+    s = lower(big, SM90, {}).script()
     assert "cluster_dims=(2, 1)" in s and "cta_rank = T.tl::cluster_cta_rank()" in s
     # A is shared (its tiles follow blockIdx.y): each block loads 64 of its 128 rows; B alone
     assert "tma_load_multicast" in s and "by * 128 + cta_rank * 64" in s
     assert "T.tl::tma_load(T.address_of(B_s" in s
     # the empty barriers count the consumers of both blocks; each frees its peer's stage too
     assert s.count(", 264, ret=\"bool\"))") == 3 and "cta_rank ^ 1" in s
-    # odd strips would split a pair between rows: no 2x1 (and no 1x2 under a strip order)
-    assert "cluster_dims=" not in lower(_gemm(4096, 4096, 1024, 128, 256, 64, 3, 256, panel=5), SM90,
-                                              {PassConfigKey.TEGULA_CLUSTER: True}).script()
+    # where the rule does not hold, the blocks run in the author's clusters as they are
+    def plain(f, configs=None):
+        s = lower(f, SM90, {} if configs is None else configs).script()
+        return "cluster_dims=" in s and "tma_load_multicast" not in s and "cluster_sync" not in s
+
+    # odd strips would split a pair between rows; 1x2 under a strip order; clusters of 4
+    assert plain(_gemm(4096, 4096, 1024, 128, 256, 64, 3, 256, panel=5, cluster_dims=(2, 1)))
+    assert plain(_gemm(4096, 4096, 1024, 128, 256, 64, 3, 256, panel=10, cluster_dims=(1, 2)))
+    assert plain(_gemm(4096, 4096, 1024, 128, 256, 64, 3, 256, cluster_dims=(4, 1)))
+    # a loop WarpSpecialize leaves
+    assert plain(_gemm(4096, 4096, 1024, 128, 128, 32, 3, 128, cluster_dims=(2, 1)))
     # one tile along x: 1x2 (B shared) where launch order keeps the pair in one column
-    tall = _gemm(4096, 256, 1024, 128, 256, 64, 3, 256)
-    assert "cluster_dims=(1, 2)" in lower(tall, SM90, {PassConfigKey.TEGULA_CLUSTER: True}).script()
-    assert "cluster_dims=" not in lower(tall, SM90, {PassConfigKey.TEGULA_CLUSTER: (2, 1)}).script()
-    # a loop WarpSpecialize leaves, attention and sm_80: no cluster
-    on = {PassConfigKey.TEGULA_CLUSTER: True}
-    corpus = _gemm(4096, 4096, 1024, 128, 128, 32, 3, 128)
-    assert "cluster_dims=" not in lower(corpus, SM90, on).script()
-    assert "cluster_dims=" not in lower(big, Target("cuda", "sm_80"), on).script()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
-    try:
-        import flash_attention as fa
-    finally:
-        sys.path.pop(0)
-    attn = fa.flash_attention(2, 16, 2048, 128, False, 1, 128, 128, 2, 256)
-    s = lower(attn, SM90, {**on, **WS}).script()
-    assert "# warp_specialize" in s and "cluster_dims=" not in s
+    s = lower(_gemm(4096, 256, 1024, 128, 256, 64, 3, 256, cluster_dims=(1, 2)), SM90, {}).script()
+    # each block loads 32 of the B tile's 64 rows (along K); A alone
+    assert "cluster_dims=(1, 2)" in s and "k * 64 + cta_rank * 32" in s and "T.tl::tma_load(T.address_of(A_s" in s
 
 
-@pytest.mark.parametrize("bad", [3, (2, 2), "4x1", 1.5])
-def test_a_bad_cluster_option_is_a_config_error(bad):
-    with pytest.raises(ConfigError, match=r"tegula\.cluster must be a bool, \(2, 1\) or \(1, 2\)"):
-        lower(_gemm(4096, 4096, 1024, 128, 256, 64, 3, 256), SM90, {PassConfigKey.TEGULA_CLUSTER: bad})
+def test_the_deleted_cluster_switch_is_an_unknown_pass_config_key():
+    with pytest.raises(ConfigError, match=r"unknown pass config key 'tegula\.cluster'"):
+        lower(_gemm(4096, 4096, 1024, 128, 256, 64, 3, 256), SM90, {"tegula.cluster": True})
 
 
 # -- compile-only sm_90a --------------------------------------------------------------------------
 
 @needs_compiler
-@pytest.mark.parametrize("cfg, cluster, dtype", [((128, 256, 64, 3, 256), (2, 1), "bfloat16"),
-                                                 ((128, 256, 64, 4, 256), (1, 2), "float16"),
-                                                 ((64, 128, 64, 4, 128), True, "float16")])
-def test_cluster_gemm_compiles_for_sm90a_keeping_setmaxnreg_and_wgmma_in_flight(cfg, cluster, dtype):
+@pytest.mark.parametrize("cfg, dims, dtype", [((128, 256, 64, 3, 256), (2, 1), "bfloat16"),
+                                              ((128, 256, 64, 4, 256), (1, 2), "float16"),
+                                              ((64, 128, 64, 4, 128), (2, 1), "float16")])
+def test_cluster_gemm_compiles_for_sm90a_keeping_setmaxnreg_and_wgmma_in_flight(cfg, dims, dtype):
     from tegula.backends.cuda.compiler import compile_cuda
 
     M = 8192 if cfg[0] == 128 else 64
     # 1x2 needs launch order (RasterBlocks' strips would part a pair)
-    order = {PassConfigKey.TEGULA_BLOCK_RASTER: 0} if cluster == (1, 2) else {}
-    k = tegula.compile(_gemm(M, 8192, 8192, *cfg, dtype=dtype, panel=None if cluster == (1, 2) else 10),
-                       out_idx=[-1], target="cuda:sm_90a", pass_configs=_pc(cluster, **order))
+    order = {PassConfigKey.TEGULA_BLOCK_RASTER: 0} if dims == (1, 2) else {}
+    k = tegula.compile(_gemm(M, 8192, 8192, *cfg, dtype=dtype, panel=None if dims == (1, 2) else 10,
+                             cluster_dims=dims), out_idx=[-1], target="cuda:sm_90a", pass_configs={**WS, **order})
     src = k.get_kernel_source()
-    dims = "1, 2, 1" if cluster == (1, 2) else "2, 1, 1"
-    assert f"__cluster_dims__({dims})" in src and "tl::tma_load_multicast(" in src
+    assert f"__cluster_dims__({dims[0]}, {dims[1]}, 1)" in src and "tl::tma_load_multicast(" in src
     assert "tl::mbarrier_arrive_cluster(" in src and src.count("tl::cluster_sync();") == 2
     log = compile_cuda(src, "sm_90a", options=["--ptxas-options=-v"]).log
     assert "C7507" not in log and "C7518" not in log and " 0 bytes spill stores" in log, log
@@ -129,19 +118,22 @@ def test_cluster_gemm_compiles_for_sm90a_keeping_setmaxnreg_and_wgmma_in_flight(
 # -- the GPU --------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("M, N, K, cfg, cluster, dtype", [
-    (1000, 1096, 520, (128, 256, 64, 3, 256), True, "float16"),          # 5 x 8 tiles padded to 6 x 8; ragged
+@pytest.mark.parametrize("M, N, K, cfg, dims, dtype", [
+    (1000, 1800, 520, (128, 256, 64, 3, 256), (2, 1), "float16"),        # 8 x 8 tiles; ragged
     (1000, 1288, 520, (128, 256, 64, 3, 256), (1, 2), "bfloat16"),       # 1x2, 8 rows of tiles
-    (4096, 4096, 1024, (128, 256, 64, 4, 256), True, "bfloat16"),
-    (64, 8200, 1000, (64, 128, 64, 4, 128), True, "float16"),            # 65 tiles padded to 66
+    (4096, 4096, 1024, (128, 256, 64, 4, 256), (2, 1), "bfloat16"),
+    (64, 8100, 1000, (64, 128, 64, 4, 128), (2, 1), "float16"),          # 64 tiles, the last ragged
 ])
-def test_cluster_gemm_on_gpu(M, N, K, cfg, cluster, dtype):
+def test_cluster_gemm_on_gpu(M, N, K, cfg, dims, dtype):
     torch = sm90a_gpu()
     tdt = getattr(torch, dtype)
     a = torch.randn(M, K, device="cuda", dtype=tdt)
     b = torch.randn(K, N, device="cuda", dtype=tdt)
-    k = tegula.compile(_gemm(M, N, K, *cfg, dtype=dtype), out_idx=[-1], target="cuda", pass_configs=_pc(cluster))
-    assert "__cluster_dims__" in k.get_kernel_source()
+    order = {PassConfigKey.TEGULA_BLOCK_RASTER: 0} if dims == (1, 2) else {}
+    k = tegula.compile(_gemm(M, N, K, *cfg, dtype=dtype, cluster_dims=dims), out_idx=[-1], target="cuda",
+                       pass_configs={**WS, **order})
+    src = k.get_kernel_source()
+    assert "__cluster_dims__" in src and "tl::tma_load_multicast(" in src
     out = k(a, b).double()
     ref = a.double() @ b.double()
     assert torch.isfinite(out).all()
@@ -199,7 +191,8 @@ def test_cluster_dims_reach_the_cuda_source_and_the_gemm_multicasts_in_them():
 
     s = lower(gemm, SM90, WS).script()
     assert "cluster_dims=(2, 1)" in s and "tma_load_multicast" in s
-    s = lower(gemm, SM90, _pc(False)).script()  # tegula.cluster False: clusters of independent blocks
+    # not warp-specialized: clusters of independent blocks
+    s = lower(gemm, SM90, {PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}).script()
     assert "cluster_dims=(2, 1)" in s and "tma_load_multicast" not in s
 
 

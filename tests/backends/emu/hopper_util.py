@@ -3,6 +3,8 @@ synchronization statement removed."""
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from tegula.backends.cuda.pipeline import lower
@@ -11,6 +13,9 @@ from tegula.ir import stmt as S
 from tegula.target import Target
 
 from emu_util import ex
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cuda"))
+from gemm_util import gemm  # noqa: E402
 
 # what orders memory or threads in the lowered Hopper code
 SYNC = ("tl::mbarrier_wait", "tl::mbarrier_arrive", "tl::mbarrier_arrive_expect_tx", "tl::mbarrier_expect_tx",
@@ -40,11 +45,11 @@ KERNELS: dict[str, Callable[[], Any]] = {
     # the default sm_90a GEMM: warp-specialized, one k-tile of wgmma in flight, the accumulator
     # staged and stored by TMA after the consumers' loop
     "gemm_ws_tma_store": lambda: ex("gemm").matmul.get_tir(128, 256, 128, 128, 128, 32, 2, 256),
-    # a 2x1 cluster (tegula.cluster): the two blocks load half of the A tile each and multicast
-    # it, every consumer frees its stage in both blocks (a remote arrive per warp), cluster
-    # barriers after the barrier init and before the end; 6 k-tiles on a ring of 3 (with 2 stages
+    # a 2x1 cluster (T.Kernel(..., cluster_dims=(2, 1))): the two blocks load half of the A tile
+    # each and multicast it, every consumer frees its stage in both blocks (a remote arrive per
+    # warp), cluster barriers after the barrier init and before the end; 6 k-tiles on a ring of 3 (with 2 stages
     # the producer waits for every remote arrive, and the barrier before the end orders nothing more)
-    "gemm_cluster": lambda: ex("gemm").matmul.get_tir(128, 256, 192, 128, 128, 32, 3, 256),
+    "gemm_cluster": lambda: gemm(128, 256, 192, 128, 128, 32, 3, 256, cluster_dims=(2, 1)),
 }
 
 
@@ -57,8 +62,7 @@ CONFIGS = {"gemm_ws_overlap": {"tegula.warp_specialize": True, "tegula.wgmma_ove
            "flash_attention_ws": {"tegula.warp_specialize": True, "tegula.softmax_overlap": True},
            "gemm_tma_store": {"tl.disable_warp_specialized": True, "tegula.tma_store": True},
            "gemm_ws_tma_store": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True},
-           "gemm_cluster": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True,
-                            "tegula.cluster": True}}
+           "gemm_cluster": {"tegula.warp_specialize": True, "tegula.wgmma_overlap": True, "tegula.tma_store": True}}
 
 
 def lowered(name: str, configs: Optional[dict] = None) -> tuple[Any, Any]:

@@ -34,7 +34,7 @@ LINES = {"gemm_tma": "gemm.py:", "gemm_cp_async": "gemm.py:", "flash_attention":
          "gemm_ws_overlap": "gemm.py:", "flash_attention_overlap": "flash_attention.py:",
          "flash_attention_ws": "flash_attention.py:",
          "gemm_tma_store": "gemm.py:",
-         "gemm_ws_tma_store": "gemm.py:", "gemm_cluster": "gemm.py:"}
+         "gemm_ws_tma_store": "gemm.py:", "gemm_cluster": "gemm_util.py:"}
 
 
 class _Lookahead(Mutate):

@@ -11,26 +11,22 @@ on its own empty barrier and the first thread of each consumer warp on the peer'
 ``mbarrier.arrive.shared::cluster``), and the empty barriers count both. A cluster barrier after the barrier
 initialization (a peer may arrive on them or copy into the stage they guard before this block's
 own threads got there) and one before the end (no block exits while its peer still arrives on its
-barriers) close the kernel. Grids are padded to a multiple of the cluster: the extra block loads
-its part of the shared tile for its peer, and its own tile, wholly out of bounds, is zeros that it
-stores nowhere.
+barriers) close the kernel.
 
-The rule (:func:`cluster_plan`), behind ``tegula.cluster``:
+The rule (:func:`cluster_plan`): a kernel its author launches in clusters of 2
+(``T.Kernel(..., cluster_dims=(2, 1))`` or ``(1, 2)``), whose loop WarpSpecialize splits is a loop
+of gemms, in a 2-d static grid;
 
-- only split loops of gemms (WarpSpecialize's), in a kernel with a 2-d
-  static grid; the tiles the loop copies are chosen by one block index each (the operand chosen
-  by ``blockIdx.y`` is shared by blocks side by side along x: a 2x1 cluster multicasts it; the
-  one chosen by ``blockIdx.x`` is shared along y: 1x2);
-- 2x1 needs at least 2 tiles along x and blocks of a pair seeing the same ``blockIdx.y``: launch
-  order, or RasterBlocks' / ``T.use_swizzle``'s row strips of an even width; 1x2 needs at least
-  2 tiles along y and launch order;
+- the tiles the loop copies are chosen by one block index each (the operand chosen by
+  ``blockIdx.y`` is shared by blocks side by side along x: a 2x1 cluster multicasts it; the one
+  chosen by ``blockIdx.x`` is shared along y: 1x2);
+- 2x1 needs blocks of a pair seeing the same ``blockIdx.y``: launch order, or RasterBlocks' /
+  ``T.use_swizzle``'s row strips of an even width; 1x2 needs launch order;
 - the shared tiles' rows split in two parts of whole 8-row swizzle groups (rows a multiple of 16).
 
-``tegula.cluster``: True (2x1 where it can, else 1x2), ``(2, 1)`` / ``(1, 2)`` (that form only),
-False (never). Unset: :data:`CLUSTER_DEFAULT` (measured, BENCHMARKS.md). A kernel launched in
-clusters by its author (``T.Kernel(..., cluster_dims=(2, 1))``) gets the multicast in that form
-unless ``tegula.cluster`` is False; in other forms, or where the rule does not hold, its blocks
-run in those clusters as they are.
+In other forms, or where the rule does not hold, the kernel's blocks run in its clusters as they
+are. (Picking clusters for kernels that asked for none, ``tegula.cluster``, measured 0.63-0.81x
+and then 0.95-1.02x of the unclustered GEMM on an H200, was deleted: BENCHMARKS.md.)
 
 Before/after (the producer of a 2x1 cluster; ``rank`` is ``%cluster_ctarank``)::
 
@@ -43,11 +39,10 @@ Before/after (the producer of a 2x1 cluster; ``rank`` is ``%cluster_ctarank``)::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Optional
 
 from tegula.ir.annotations import CLUSTER, SWIZZLE
 from tegula.arith.simplify import const_int
-from tegula.errors import ConfigError
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.expr import Builtin, Var
@@ -56,40 +51,22 @@ from tegula.ir.visitor import substitute, uses_var
 from tegula.backends.cuda.analysis.pipelined_loop import let_values
 from tegula.backends.cuda.analysis.tma import call_stmt
 
-# Whether split GEMM loops use clusters when tegula.cluster is unset. Measured on an H200
-# (BENCHMARKS.md, "TMA multicast over 2-block clusters"; 3 interleaved rounds, 2x1 against the same
-# kernel unclustered): fp16 4096^3 / 8192^3 / M = 64 0.99 / 1.02 / 0.95, bf16 0.95 / 0.95 / 0.95.
-CLUSTER_DEFAULT = False
 # blocks of a cluster (the multicast shares a tile between 2)
 CLUSTER_SIZE = 2
 
 
 @dataclasses.dataclass(frozen=True)
 class ClusterPlan:
-    """How a split GEMM kernel runs in clusters: ``dims`` (2, 1) or (1, 2), the copies whose tile
-    the blocks of a cluster share (multicast, by identity), the block's ``rank`` variable and the
-    grid padded to whole clusters."""
+    """How a split GEMM kernel multicasts in its clusters: ``dims`` (2, 1) or (1, 2), the copies
+    whose tile the blocks of a cluster share (multicast, by identity) and the block's ``rank``
+    variable."""
 
     dims: tuple
     shared: tuple
     rank: Var
-    grid: tuple
 
     def multicast(self, c: Copy) -> bool:
         return any(c is s for s in self.shared)
-
-
-def check_option(option: Any) -> Any:
-    """``tegula.cluster`` as given, normalized: None, False, True, (2, 1) or (1, 2). Raises
-    ConfigError for anything else."""
-    if option is None or isinstance(option, bool):
-        return option
-    if isinstance(option, str) and option.lower() in ("2x1", "1x2"):
-        option = tuple(int(x) for x in option.lower().split("x"))
-    if isinstance(option, (tuple, list)) and tuple(option) in ((2, 1), (1, 2), (2, 1, 1), (1, 2, 1)):
-        return tuple(option)[:2]
-    raise ConfigError(f"pass config tegula.cluster must be a bool, (2, 1) or (1, 2), got {option!r}",
-                      hint="True: 2x1 clusters where the kernel allows, else 1x2; False: none")
 
 
 def _axis_copies(k: Kernel, producers: list, lets: list) -> Optional[tuple[list, list]]:
@@ -110,15 +87,13 @@ def _rows_split(copies: list) -> bool:
     return all(int(c.dst.buffer.shape[-2]) % (8 * CLUSTER_SIZE) == 0 for c in copies)
 
 
-def cluster_plan(k: Kernel, producers: list, lets: list, option: Any) -> Optional[ClusterPlan]:
-    """The cluster form of kernel ``k`` whose split loop of gemms loads ``producers`` (lets:
-    the kernel's index lets), or None (module docstring: the rule)."""
-    want = CLUSTER_DEFAULT if option is None else option
-    user = CLUSTER.get(k.annotations)  # T.Kernel(..., cluster_dims=): multicast in that form only
-    if user is not None and option is not False:
-        want = tuple(user)
-    if not want or len(k.block_vars) != 2 or len(k.grid) != 2:
+def cluster_plan(k: Kernel, producers: list, lets: list) -> Optional[ClusterPlan]:
+    """The multicast of kernel ``k``, launched in clusters by its author, whose split loop of gemms
+    loads ``producers`` (lets: the kernel's index lets), or None (module docstring: the rule)."""
+    dims = CLUSTER.get(k.annotations)  # T.Kernel(..., cluster_dims=)
+    if dims is None or tuple(dims) not in ((2, 1), (1, 2)) or len(k.block_vars) != 2 or len(k.grid) != 2:
         return None
+    dims = tuple(dims)
     grid = [const_int(E.as_expr(g)) for g in k.grid]
     if any(g is None for g in grid):
         return None
@@ -127,18 +102,14 @@ def cluster_plan(k: Kernel, producers: list, lets: list, option: Any) -> Optiona
         return None
     on_y, on_x = parts
     swz = SWIZZLE.get(k.annotations)
-    pairs_share_y = not swz or (swz[1] == "row" and int(swz[0]) % CLUSTER_SIZE == 0)
-    forms = [(2, 1), (1, 2)] if want is True else [tuple(want)]
-    for dims in forms:
-        along, shared = (0, on_y) if dims == (2, 1) else (1, on_x)
-        if grid[along] < CLUSTER_SIZE or not shared or not _rows_split(shared):
-            continue
-        if (dims == (2, 1) and not pairs_share_y) or (dims == (1, 2) and swz):
-            continue
-        padded = list(grid)
-        padded[along] = -(-grid[along] // CLUSTER_SIZE) * CLUSTER_SIZE
-        return ClusterPlan(dims, tuple(shared), Var("cta_rank", dt.int32), tuple(padded))
-    return None
+    along, shared = (0, on_y) if dims == (2, 1) else (1, on_x)
+    if grid[along] % CLUSTER_SIZE or not shared or not _rows_split(shared):
+        return None
+    if dims == (2, 1) and swz and not (swz[1] == "row" and int(swz[0]) % CLUSTER_SIZE == 0):
+        return None
+    if dims == (1, 2) and swz:
+        return None
+    return ClusterPlan(dims, tuple(shared), Var("cta_rank", dt.int32))
 
 
 def rank_value() -> Builtin:

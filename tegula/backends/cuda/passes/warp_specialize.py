@@ -31,9 +31,8 @@ committed (``wait_group 1``), after which k-tile ``k - 1`` has retired and its s
 (``empty[(k - 1) % S]``, from the second iteration on); the last k-tile runs after the loop with
 ``wait_group 0``, before anything reads the accumulators.
 
-With ``tegula.cluster`` (off by default) or a kernel launched in clusters
-(``T.Kernel(..., cluster_dims=)``), a split loop of gemms runs in clusters of two blocks that
-share one operand's tiles by TMA multicast (:mod:`.tma_multicast`): each consumer frees its stage
+In a kernel its author launched in clusters of two blocks (``T.Kernel(..., cluster_dims=(2, 1))``),
+a split loop of gemms has the blocks of a cluster share one operand's tiles by TMA multicast (:mod:`.tma_multicast`): each consumer frees its stage
 in both blocks, and cluster barriers follow the barrier initialization and end the kernel.
 
 Before/after (S = 2, 256 threads; the kernel gets 384)::
@@ -67,7 +66,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-from tegula.ir.annotations import CLUSTER, LAYOUT_MAP
+from tegula.ir.annotations import LAYOUT_MAP
 from tegula.ir import dtype as dt
 from tegula.ir import expr as E
 from tegula.ir.buffer import Buffer
@@ -224,7 +223,7 @@ def _prologue_copies(before: list, rest: list, pinned: Any) -> list[Copy]:
 
 def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_blocks: int = 0,
                 softmax: Optional[bool] = None,
-                tma_prologue: Optional[bool] = None, cluster: Any = None) -> Optional[Kernel]:
+                tma_prologue: Optional[bool] = None) -> Optional[Kernel]:
     T = k.num_threads
     if k.thread_var is not None or len(k.threads) != 1 or T not in (128, 256):
         return None
@@ -278,8 +277,8 @@ def _specialize(k: Kernel, force: Optional[bool], overlap: Optional[bool], min_b
     it = local
     stage = it % S
     parity = (it // S) % 2
-    # in clusters (tma_multicast.py): the blocks of a cluster share one operand's tiles
-    plan = None if not _gemm_loop(consumers) else mc.cluster_plan(k, producers, lets, cluster)
+    # in the author's clusters (tma_multicast.py): the blocks of a cluster share one operand's tiles
+    plan = None if not _gemm_loop(consumers) else mc.cluster_plan(k, producers, lets)
     loads = [Copy(p.src, Restage(mb, stage).visit(p.dst),
                   {**p.annotations, "tma_bar": bars, "tma_stage": stage, "tma_user": True, **mc.annotate(p, plan)},
                   span=p.span)
@@ -328,8 +327,8 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
     threads, after one thread initialized the mbarriers ``inits`` ((buffer, index, arrivals)).
     ``prologue``: copies the producer issues by TMA before ``produce``, on an mbarrier of their
     own that the consumers wait for before their first statement touching those tiles.
-    ``plan``: the kernel runs in clusters (:mod:`.tma_multicast`): cluster barriers after the
-    initialization and before the end, the grid padded to whole clusters."""
+    ``plan``: the kernel multicasts in its clusters (:mod:`.tma_multicast`): cluster barriers
+    after the initialization and before the end."""
     lo_p = T = k.num_threads
     if prologue:
         zero = E.const(0)
@@ -358,11 +357,9 @@ def _split(k: Kernel, loop: For, tx: Var, new_allocs: dict, bars: tuple, inits: 
         region(0, T, *_reg_budget(k, "tl::warpgroup_reg_alloc", 1, CONSUMER_REGS), *consume), span=loop.span)]
     allocs = tuple(new_allocs.get(b, b) for b in k.allocs) + tuple(bars)
     ann = {**restaged_annotations(k.annotations, new_allocs), "warp_specialized": tuple(range(T // WARPGROUP))}
-    grid = k.grid
     if plan is not None:
         out = [LetStmt(plan.rank, mc.rank_value(), span=loop.span), *out, mc.cluster_sync()]
-        ann[CLUSTER.name], grid = plan.dims, plan.grid
-    return dataclasses.replace(k, grid=grid, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
+    return dataclasses.replace(k, threads=(T + WARPGROUP,), allocs=allocs, body=seq(*out),
                                thread_var=tx, annotations=ann)
 
 
@@ -402,7 +399,7 @@ def _split_attention(k: Kernel, loop: For, tx: Var, S: int, att: AttentionParts,
 def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optional[bool] = None,
                     overlap: Optional[bool] = None, min_blocks: Optional[int] = None,
                     softmax: Optional[bool] = None,
-                    tma_prologue: Optional[bool] = None, cluster: Any = None) -> PrimFunc:
+                    tma_prologue: Optional[bool] = None) -> PrimFunc:
     """Split every qualifying kernel's pipelined loop into a TMA producer warpgroup and its
     consumers (``tma_off``: ``tl.disable_tma_lower`` is set, and the pass does nothing;
     ``force``: ``tegula.warp_specialize``, on or off for every loop it can take, else the
@@ -411,16 +408,14 @@ def warp_specialize(func: PrimFunc, tma_off: Optional[bool] = None, force: Optio
     annotated with ``T.annotate_min_blocks_per_sm``; ``softmax``: ``tegula.softmax_overlap``,
     whether an attention loop split runs the softmax overlap's schedule; ``tma_prologue``:
     ``tegula.ws_tma_prologue``, the producer loads the tiles copied before the loop, see
-    :func:`_prologue_copies`); ``cluster``: ``tegula.cluster``, split loops of gemms run in
-    2-block clusters sharing one operand's tiles by TMA multicast (:mod:`.tma_multicast`).
-    Raises ConfigError for a bad ``cluster``."""
-    cluster = mc.check_option(cluster)
+    :func:`_prologue_copies`). A split loop of gemms in a kernel its author launched in
+    2-block clusters shares one operand's tiles by TMA multicast (:mod:`.tma_multicast`)."""
     if tma_off:
         return func
 
     class M(Mutator):
         def visit_Kernel(self, k: Kernel) -> Kernel:
-            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, tma_prologue, cluster)
+            got = _specialize(k, force, overlap, int(min_blocks or 0), softmax, tma_prologue)
             return k if got is None else got
 
     return M().visit(func)
