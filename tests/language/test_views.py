@@ -164,6 +164,23 @@ def test_a_tile_used_by_a_gemm_through_a_reshape_is_allocated_as_the_reshape():
     assert 'T.alloc_fragment((32, 32), "float32")' in text and "T.alloc_fragment((2, 16, 32)" not in text
 
 
+@T.prim_func
+def reduced_through_a_reshape(A: T.Tensor((128,), "float32"), R: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        f = T.alloc_fragment((128,), "float32")
+        r = T.alloc_fragment((4,), "float32")
+        T.copy(A, f)                            # the tile under its own shape
+        T.reduce_sum(T.reshape(f, (4, 32)), r, dim=1)
+        T.copy(r, R)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda-emu"])
+def test_reduce_over_a_reshaped_fragment(rng, target):
+    a = rng.standard_normal(128).astype(np.float32)
+    r = tegula.compile(reduced_through_a_reshape, out_idx=[-1], target=target)(a)
+    np.testing.assert_allclose(r, a.astype(np.float64).reshape(4, 32).sum(1), rtol=1e-5, atol=1e-5)
+
+
 def test_two_shapes_of_one_tile_in_tile_operations_are_an_error_at_the_line():
     with pytest.raises(UnsupportedError) as e:
         @T.prim_func
