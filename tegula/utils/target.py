@@ -62,3 +62,25 @@ def target_is_hip(target: Any) -> bool:
 def target_get_warp_size(target: Any) -> int:
     """32 on tegula's CUDA targets (TileLang's question for ROCm's 64-wide wavefronts)."""
     return 32
+
+
+# tegula's Ascend machine models -> TileLang-Ascend's platform names (a2a3 models the A3 parts too)
+ASCEND_PLATFORMS = {"a2a3": "A3", "a5": "A5"}
+
+
+def determine_platform(platform: str = "auto") -> str:
+    """TileLang-Ascend's platform name ("A2", "A3", "A5"): ``platform`` itself unless "auto", else
+    ``TL_PLATFORM`` when set, else the Ascend machine the default target emulates (``ascend-emu:a5``
+    gives "A5", ``ascend-emu:a2a3`` "A3"), else "A3" as upstream falls back to."""
+    import os
+
+    from tegula import config
+
+    if platform != "auto":
+        return platform
+    if os.environ.get("TL_PLATFORM"):
+        return os.environ["TL_PLATFORM"]
+    target = str(config.settings.default_target or "")
+    if target.startswith("ascend"):
+        return ASCEND_PLATFORMS.get(target.partition(":")[2] or "a2a3", "A3")
+    return "A3"

@@ -121,3 +121,43 @@ def test_the_ascend_host_undoes_its_modules_and_ctypes():
     with pytest.raises(ModuleNotFoundError) as e:
         import shmem  # noqa: F401,F811
     assert type(e.value) is ModuleNotFoundError
+
+
+@pytest.mark.parametrize("arch,platform", [("a2a3", "A3"), ("a5", "A5")])
+def test_engine_lower_and_determine_platform(tmp_path, arch, platform):
+    r = run_program(tmp_path, '''
+        import numpy as np
+        import tilelang
+        import tilelang.language as T
+        import torch
+        from tilelang.utils.target import determine_platform
+
+        print(determine_platform(), determine_platform("A2"))
+
+        def add(M, N, bm):
+            @T.prim_func
+            def main(A: T.Tensor((M, N), "float"), B: T.Tensor((M, N), "float"), C: T.Tensor((M, N), "float")):
+                with T.Kernel(M // bm, is_npu=True) as (cid, vid):
+                    a = T.alloc_ub((bm // 2, N), "float")
+                    b = T.alloc_ub((bm // 2, N), "float")
+                    with T.Scope("V"):
+                        T.copy(A[cid * bm + vid * bm // 2, 0], a)
+                        T.copy(B[cid * bm + vid * bm // 2, 0], b)
+                        T.barrier_all()
+                        T.tile.add(a, a, b)
+                        T.barrier_all()
+                        T.copy(a, C[cid * bm + vid * bm // 2, 0])
+            return main
+
+        art = tilelang.engine.lower(add(128, 64, 64))
+        assert art.host_mod is None and art.device_mod is None
+        assert [p.name for p in art.params] == ["A", "B", "C"] and "T.tile.add" in art.kernel_source
+        a, b, c = torch.randn(128, 64).npu(), torch.randn(128, 64).npu(), torch.empty(128, 64).npu()
+        art.rt_mod(a, b, c)
+        np.testing.assert_allclose(c.numpy(), a.double().numpy() + b.double().numpy(), rtol=1e-6, atol=1e-6)
+        print(art.rt_mod.target)
+        tilelang.engine.lower(add)
+    ''', arch=arch)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.split() == [platform, "A2", f"ascend-emu:{arch}"], r.stderr[-1500:]
+    assert last_error(r).startswith("tegula.errors.ArgumentError: tilelang.engine.lower: expected a @T.prim_func")
