@@ -711,17 +711,32 @@ def if_then_else(cond: Any, then: Any, else_: Any) -> Any:
     return E.select(cond, then, else_)
 
 
+class HostInt(int):
+    """An int that ``T.min`` / ``T.max`` / ``T.ceildiv`` computed on the host from ints: a Python
+    int that also has the ``.value`` and ``.dtype`` of the constant TileLang folds it to."""
+
+    dtype = "int32"
+
+    @property
+    def value(self) -> int:
+        return int(self)
+
+
+def _host(x: Any) -> Any:
+    return HostInt(x) if isinstance(x, int) and not isinstance(x, bool) else x
+
+
 def max(a: Any, b: Any) -> Any:  # noqa: A001
-    return a if _is_py(a, b) and a >= b else b if _is_py(a, b) else E.maximum(a, b)
+    return _host(a if a >= b else b) if _is_py(a, b) else E.maximum(a, b)
 
 
 def min(a: Any, b: Any) -> Any:  # noqa: A001
-    return a if _is_py(a, b) and a <= b else b if _is_py(a, b) else E.minimum(a, b)
+    return _host(a if a <= b else b) if _is_py(a, b) else E.minimum(a, b)
 
 
 def ceildiv(a: Any, b: Any) -> Any:
     if _is_py(a, b) and isinstance(a, int) and isinstance(b, int):
-        return -(-a // b)
+        return HostInt(-(-a // b))
     return (E.as_expr(a) + b - 1) // b
 
 

@@ -161,3 +161,13 @@ def test_engine_lower_and_determine_platform(tmp_path, arch, platform):
     assert r.returncode == 1, r.stderr
     assert r.stdout.split() == [platform, "A2", f"ascend-emu:{arch}"], r.stderr[-1500:]
     assert last_error(r).startswith("tegula.errors.ArgumentError: tilelang.engine.lower: expected a @T.prim_func")
+
+
+def test_host_ints_of_expression_functions_have_value():
+    import tegula.language as T
+
+    for got, want in ((T.min(T.ceildiv(1000, 64), 2), 2), (T.max(3, 7), 7), (T.ceildiv(1000, 64), 16),
+                      (T.min(9, 4), 4)):
+        assert got == want and got.value == want and type(got.value) is int and got.dtype == "int32"
+    assert T.min(2.5, 3) == 2.5 and not hasattr(T.min(2.5, 3), "value")  # floats stay floats
+    assert T.max(True, False) is not None and not hasattr(T.ceildiv(10, 3) + 1, "value")
