@@ -377,7 +377,10 @@ def gemm(A: Any, B: Any, C: Any, transpose_A: bool = False, transpose_B: bool = 
 
 def _reducer(kind: str) -> Any:
     def reduce_op(src: Any, dst: Any, dim: int = -1, clear: bool = True,
-                  nan_propagate: bool = True) -> None:
+                  nan_propagate: bool = True, real_shape: Any = None) -> None:
+        if real_shape is not None:  # TileLang-Ascend's slice-buffer reduce: a corner of src
+            from tegula.language.ascend import real_shape_regions
+            src, dst = real_shape_regions(f"T.reduce_{kind}", src, dst, dim, real_shape)
         _emit_op(f"T.reduce_{kind}", Reduce, kind, src, dst, dim, clear)
 
     reduce_op.__name__ = f"reduce_{kind}"
