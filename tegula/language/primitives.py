@@ -6,6 +6,7 @@ Each one either returns an expression or appends a statement to the active build
 from __future__ import annotations
 
 import builtins
+import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -324,8 +325,8 @@ def copy(src: Any, dst: Any, coalesced_width: Optional[int] = None, disable_tma:
     on the copy and do not change what it does. ``enable_relu`` / ``transpose`` are
     TileLang-Ascend's (``tegula.language.ascend.flagged_copy``)."""
     if enable_relu is not False or transpose is not False:
-        from tegula.language.ascend import flagged_copy  # the NPU IR loads on first use
-        flagged_copy(src, dst, enable_relu, transpose)
+        # the Ascend dialect (and the NPU IR) loads on first use, as the parser loads it
+        importlib.import_module("tegula.language.ascend").flagged_copy(src, dst, enable_relu, transpose)
         return
     if annotations is not None and not isinstance(annotations, dict):
         raise KernelTypeError(f"T.copy: annotations must be a dict, got {annotations!r}")
@@ -379,8 +380,7 @@ def _reducer(kind: str) -> Any:
     def reduce_op(src: Any, dst: Any, dim: int = -1, clear: bool = True,
                   nan_propagate: bool = True, real_shape: Any = None) -> None:
         if real_shape is not None:  # TileLang-Ascend's slice-buffer reduce: a corner of src
-            from tegula.language.ascend import real_shape_regions
-            src, dst = real_shape_regions(f"T.reduce_{kind}", src, dst, dim, real_shape)
+            src, dst = semantic.real_shape_regions(f"T.reduce_{kind}", src, dst, dim, real_shape)
         _emit_op(f"T.reduce_{kind}", Reduce, kind, src, dst, dim, clear)
 
     reduce_op.__name__ = f"reduce_{kind}"

@@ -440,3 +440,46 @@ def check_dtype(x: Any, what: str) -> dt.DType:
                                hint="hold the packed values as uint8 / int8 and unpack them with "
                                "shifts and masks")
     return d
+
+
+def real_shape_regions(what: str, src: Any, dst: Any, dim: Any, real_shape: Any) -> tuple:
+    """``T.reduce_*(src, dst, dim, real_shape=[m, n])`` (TileLang-Ascend's slice-buffer reduce):
+    the reduction reads only the leading ``m x n`` corner of the 2-d tile ``src`` (an extent of 0
+    means the whole dimension) and writes its ``m`` (``dim=-1``) or ``n`` (``dim=0``) results to
+    the leading elements of ``dst``, which may keep its physical ``[cols]`` / ``[1, cols]`` shape.
+    Returns the ``(src, dst)`` regions of that plain reduction."""
+    if not isinstance(real_shape, (list, tuple)) or len(real_shape) != 2:
+        raise KernelTypeError(f"{what}: real_shape must be a list of two extents, got {real_shape!r}",
+                              hint="write real_shape=[rows, cols] (0 keeps a dimension whole)")
+    s = to_region(src, f"{what} source")
+    d = to_region(dst, f"{what} destination")
+    ext = list(s.extents)
+    if len(ext) < 2 or any(not (isinstance(e, int) and e == 1) for e in ext[:-2]):
+        raise ShapeError(f"{what}: real_shape describes a 2-d tile; '{s.buffer.name}' has extents "
+                         f"{shape_str(tuple(ext))}")
+    new = []
+    for axis, (v, e) in enumerate(zip(real_shape, ext[-2:])):
+        v = v.value if isinstance(v, Const) else v
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (isinstance(e, int) and v > e):
+            raise ShapeError(f"{what}: real_shape[{axis}] = {v!r} must be an int from 0 to the tile's "
+                             f"extent {e}")
+        new.append(e if v == 0 else v)
+    rank = len(ext)
+    k = dim + rank if isinstance(dim, int) and dim < 0 else dim
+    if k not in (rank - 2, rank - 1):
+        raise ShapeError(f"{what}: with real_shape, dim must be one of the two tile axes, got {dim}")
+    s2 = BufferRegion(s.buffer, s.ranges[:-2] + tuple((st, n) for (st, _), n in zip(s.ranges[-2:], new)),
+                      span=s.span)
+    length = new[0] if k == rank - 1 else new[1]
+    got = d.tile_shape()
+    keep = tuple(new[:1] + [1]) if k == rank - 1 else (1, new[1])
+    if same_shape(d.extents, keep) or same_shape(got, (length,) if length != 1 else ()):
+        return s2, d
+    if len(got) != 1 or (isinstance(got[0], int) and isinstance(length, int) and got[0] < length):
+        raise ShapeError(f"{what}: reducing the {shape_str(tuple(new))} corner of '{s.buffer.name}' "
+                         f"along dim {dim} gives {length} values, which the destination '{d.buffer.name}' "
+                         f"{shape_str(d.extents)} does not hold")
+    axis = next(i for i, e in enumerate(d.extents) if not (isinstance(e, int) and e == 1))
+    rng = list(d.ranges)
+    rng[axis] = (rng[axis][0], length)
+    return s2, BufferRegion(d.buffer, tuple(rng), span=d.span)

@@ -50,7 +50,9 @@ class Spec:
         for name, ty, default in self.args:
             if name in self.mutated:
                 ty = f"Tensor({next(letters)}!)"
-            parts.append(f"{ty} {name}" + ("" if default is None else f"={default}"))
+            # joined, not an f-string: the GPU machine's torch 2.11 lost the space of
+            # f"{ty} {name}" here ("TensorX" in the schema); unexplained, not seen on 2.13
+            parts.append(" ".join((ty, name)) + ("" if default is None else "=" + str(default)))
         return f"({', '.join(parts)}) -> {self.returns}"
 
     def names(self) -> list:

@@ -122,7 +122,9 @@ def test_cluster_gemm_compiles_for_sm90a_keeping_setmaxnreg_and_wgmma_in_flight(
     (1000, 1800, 520, (128, 256, 64, 3, 256), (2, 1), "float16"),        # 8 x 8 tiles; ragged
     (1000, 1288, 520, (128, 256, 64, 3, 256), (1, 2), "bfloat16"),       # 1x2, 8 rows of tiles
     (4096, 4096, 1024, (128, 256, 64, 4, 256), (2, 1), "bfloat16"),
-    (64, 8100, 1000, (64, 128, 64, 4, 128), (2, 1), "float16"),          # 64 tiles, the last ragged
+    # 64 tiles in one row, the last ragged: cluster_plan declines the multicast here (the blocks
+    # run in their clusters, each loading its own tiles), as the compile-only build shows
+    (64, 8100, 1000, (64, 128, 64, 4, 128), (2, 1), "float16"),
 ])
 def test_cluster_gemm_on_gpu(M, N, K, cfg, dims, dtype):
     torch = sm90a_gpu()
@@ -133,7 +135,7 @@ def test_cluster_gemm_on_gpu(M, N, K, cfg, dims, dtype):
     k = tegula.compile(_gemm(M, N, K, *cfg, dtype=dtype, cluster_dims=dims), out_idx=[-1], target="cuda",
                        pass_configs={**WS, **order})
     src = k.get_kernel_source()
-    assert "__cluster_dims__" in src and "tl::tma_load_multicast(" in src
+    assert "__cluster_dims__" in src and ("tl::tma_load_multicast(" in src) == (M != 64)
     out = k(a, b).double()
     ref = a.double() @ b.double()
     assert torch.isfinite(out).all()
