@@ -575,10 +575,15 @@ def _count(v: Any, what: str, name: str, low: int) -> Any:
 
 
 def SimtVF(threads: Any = None) -> _Inline:
+    """``with T.SimtVF(threads=...):`` TileLang-Ascend: run the body (usually ``T.Parallel``
+    loops) on the vector core in SIMT mode; ``threads`` is accepted as a hint. The body is
+    built in place, so it computes the same on every target."""
     return _Inline("T.SimtVF")
 
 
 def SimdVF() -> _Inline:
+    """``with T.SimdVF():`` TileLang-Ascend: a vector-function region for raw ``T.simd.*``
+    operations. The body is built in place, so it computes the same on every target."""
     return _Inline("T.SimdVF")
 
 

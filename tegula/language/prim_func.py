@@ -298,6 +298,14 @@ class Macro:
 
 
 def macro(func: Optional[Callable] = None, *, hygienic: bool = True) -> Any:
+    """``@T.macro`` (or ``@T.macro(hygienic=...)``): a helper whose body is inlined into the
+    calling ``@T.prim_func`` at each call, with the call's arguments (buffers, expressions,
+    Python values) substituted. All targets. Example::
+
+        @T.macro
+        def relu(buf):
+            for i in T.Parallel(128):
+                buf[i] = T.max(buf[i], 0)"""
     if func is None:
         return lambda f: Macro(f)
     return Macro(func)

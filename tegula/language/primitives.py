@@ -165,6 +165,13 @@ def _range(what: str, args: Sequence[Any], step: Any = None) -> tuple[Any, Any, 
 
 
 def Parallel(*extents: Any, coalesced_width: Optional[int] = None, loop_layout: Any = None) -> LoopSpec:
+    """``for i, j in T.Parallel(M, N):`` a tile-wide elementwise loop nest over compile-time
+    extents; every iteration is independent and the compiler splits them over the block's
+    threads (or vector lanes). ``coalesced_width`` / ``loop_layout`` are layout hints.
+    All targets. Example::
+
+        for i, j in T.Parallel(block_M, block_N):
+            C_local[i, j] = T.max(C_local[i, j], 0)"""
     if not extents:
         raise KernelTypeError("T.Parallel needs at least one extent")
     ex = tuple(_extent(x, "T.Parallel") for x in extents)
@@ -189,6 +196,11 @@ def _int_list(x: Any, what: str) -> tuple:
 def Pipelined(*args: Any, num_stages: int = 0, order: Optional[Sequence[int]] = None,
               stage: Optional[Sequence[int]] = None, sync: Any = None, group: Any = None,
               annotations: Optional[dict] = None, cross_interval: Any = None) -> LoopSpec:
+    """``for k in T.Pipelined(n, num_stages=s):`` a serial loop (``range``-style: ``stop``,
+    ``start, stop`` or ``start, stop, step``) whose copies are software-pipelined ``num_stages``
+    deep so loads of iteration k+1.. overlap compute of k. ``order`` / ``stage`` / ``group``
+    place the body's statements by hand; ``cross_interval`` and ``annotations`` are
+    TileLang-Ascend scheduling hints. Same result as ``T.serial`` on every target."""
     if current("T.Pipelined").in_parallel:
         raise ScopeError("T.Pipelined cannot be used inside T.Parallel",
                          hint="pipeline the outer loop; the body of a T.Parallel loop is per element")
@@ -223,6 +235,8 @@ def Pipelined(*args: Any, num_stages: int = 0, order: Optional[Sequence[int]] = 
 
 
 def serial(*args: Any, step: Any = None, annotations: Optional[dict] = None) -> LoopSpec:
+    """``for i in T.serial(stop)`` / ``T.serial(start, stop[, step])``: a sequential loop, as
+    ``range``; bounds may be runtime values. ``T.Serial`` is the same function. All targets."""
     start, n, st = _range("T.serial", args, step)
     return LoopSpec("serial", (start,), (n,), st, dict(annotations or {}))
 
@@ -231,16 +245,24 @@ Serial = serial
 
 
 def unroll(*args: Any, step: Any = None, explicit: bool = False, unroll_factor: Any = None) -> LoopSpec:
+    """``for i in T.unroll(stop)`` / ``T.unroll(start, stop[, step])``: a sequential loop the
+    compiler unrolls (``explicit`` / ``unroll_factor`` are accepted hints). ``T.Unroll`` is the
+    same function. All targets."""
     start, n, st = _range("T.unroll", args, step)
     return LoopSpec("unroll", (start,), (n,), st)
 
 
 def vectorized(*args: Any) -> LoopSpec:
+    """``for i in T.vectorized(stop)`` / ``T.vectorized(start, stop[, step])``: a loop whose
+    iterations are emitted as one vector operation per thread. ``T.Vectorized`` is the same
+    function. All targets."""
     start, n, st = _range("T.vectorized", args)
     return LoopSpec("vectorized", (start,), (n,), st)
 
 
 def grid(*extents: Any) -> LoopSpec:
+    """``for i, j in T.grid(M, N):`` a serial loop nest over the given extents (row-major
+    order), the nested form of ``T.serial``. All targets."""
     ex = tuple(_extent(x, "T.grid") for x in extents)
     return LoopSpec("serial", (0,) * len(ex), ex)
 
@@ -261,6 +283,9 @@ def _alloc(shape: Any, dtype: Any, scope: str, what: str) -> Buffer:
 
 
 def alloc_shared(shape: Any, dtype: Any, scope: str = SHARED_DYN) -> Buffer:
+    """A tile in block-shared memory (``scope`` ``"shared.dyn"``, the default, or ``"shared"``),
+    visible to every thread of the block; on the NPU it is the unified buffer / L1 the copy
+    targets. All targets. Example: ``A_s = T.alloc_shared((block_M, block_K), "float16")``."""
     if scope not in SHARED:
         raise KernelTypeError(f"T.alloc_shared: scope must be 'shared' or 'shared.dyn', got {scope!r}")
     return _alloc(shape, dtype, scope, "T.alloc_shared")
@@ -276,6 +301,8 @@ def alloc_fragment(shape: Any, dtype: Any, scope: str = FRAGMENT) -> Buffer:
 
 
 def alloc_local(shape: Any, dtype: Any, scope: str = "local") -> Buffer:
+    """A per-thread register buffer of ``shape`` and ``dtype`` (each thread has its own copy).
+    All targets."""
     return _alloc(shape, dtype, "local", "T.alloc_local")
 
 
@@ -415,16 +442,25 @@ def cummax(src: Any, dst: Any = None, dim: int = 0, reverse: bool = False,
 
 
 def fill(buffer: Any, value: Any) -> None:
+    """``T.fill(buffer, value)``: set every element of a buffer or region to ``value`` (cast
+    to its dtype). All targets."""
     _emit_op("T.fill", Fill, buffer, value)
 
 
 def clear(buffer: Any) -> None:
+    """``T.clear(buffer)``: set every element of a buffer or region to zero, the same as
+    ``T.fill(buffer, 0)``. All targets."""
     _emit_op("T.clear", Fill, buffer, 0)
 
 
 def _atomic(kind: str) -> Any:
     def atomic_op(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False,
                   use_tma: bool = False) -> None:
+        """``T.atomic_add`` / ``T.atomic_max`` / ``T.atomic_min(dst, value)``: atomically update
+        ``dst`` (an element, buffer or region of global or shared memory) with ``value`` so
+        concurrent blocks / threads do not lose updates. ``return_prev=True`` (thread-level code,
+        one element) returns the value before the update. ``memory_order`` / ``use_tma`` are
+        accepted hints. All targets."""
         what = f"T.atomic_{kind}"
         b = current(what)
         k = b.require_kernel(what)
@@ -456,6 +492,8 @@ atomic_min = _atomic("min")
 
 
 def print(obj: Any, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:  # noqa: A001
+    """``T.print(obj, msg="")``: print a scalar expression or a buffer (region) with the
+    message ``msg`` when the kernel runs; for debugging. All targets."""
     b = current("T.print")
     b.require_kernel("T.print")
     if isinstance(obj, Buffer) and not obj.is_var:
@@ -711,6 +749,9 @@ def _is_py(*xs: Any) -> bool:
 
 
 def if_then_else(cond: Any, then: Any, else_: Any) -> Any:
+    """``T.if_then_else(cond, then, else_)``: the value ``then`` where ``cond`` holds, else
+    ``else_`` (an expression, evaluated per element; only the chosen side is read).
+    Same as ``T.Select``. All targets."""
     return E.select(cond, then, else_)
 
 
@@ -730,32 +771,45 @@ def _host(x: Any) -> Any:
 
 
 def max(a: Any, b: Any) -> Any:  # noqa: A001
+    """``T.max(a, b)``: the larger of two values; a Python int when both are Python ints
+    (usable in shapes), else an expression. All targets."""
     return _host(a if a >= b else b) if _is_py(a, b) else E.maximum(a, b)
 
 
 def min(a: Any, b: Any) -> Any:  # noqa: A001
+    """``T.min(a, b)``: the smaller of two values; a Python int when both are Python ints
+    (usable in shapes), else an expression. All targets."""
     return _host(a if a <= b else b) if _is_py(a, b) else E.minimum(a, b)
 
 
 def ceildiv(a: Any, b: Any) -> Any:
+    """``T.ceildiv(a, b)``: ``a / b`` rounded up (for positive ``b``), the usual block count
+    ``T.ceildiv(N, block_N)``; a Python int for int arguments. All targets."""
     if _is_py(a, b) and isinstance(a, int) and isinstance(b, int):
         return HostInt(-(-a // b))
     return (E.as_expr(a) + b - 1) // b
 
 
 def floordiv(a: Any, b: Any) -> Any:
+    """``T.floordiv(a, b)``: integer division rounded toward minus infinity (``a // b``).
+    All targets."""
     return a // b
 
 
 def floormod(a: Any, b: Any) -> Any:
+    """``T.floormod(a, b)``: the remainder of ``T.floordiv``, with the sign of ``b``
+    (``a % b``). All targets."""
     return a % b
 
 
 def truncdiv(a: Any, b: Any) -> Any:
+    """``T.truncdiv(a, b)``: integer division rounded toward zero (C's ``a / b``). All targets."""
     return E.binary("truncdiv", a, b)
 
 
 def truncmod(a: Any, b: Any) -> Any:
+    """``T.truncmod(a, b)``: the remainder of ``T.truncdiv``, with the sign of ``a`` (C's
+    ``a % b``). All targets."""
     return E.binary("truncmod", a, b)
 
 
@@ -782,20 +836,26 @@ exp10, tan = _intrinsic("exp10"), _intrinsic("tan")
 
 
 def abs(x: Any) -> Any:  # noqa: A001
+    """``T.abs(x)``: the absolute value (elementwise; a Python number stays one). All targets."""
     if _is_py(x):
         return x if x >= 0 else -x
     return E.call("abs", x)
 
 
 def infinity(dtype: Any) -> E.Expr:
+    """``T.infinity(dtype)``: positive infinity as a constant of the floating ``dtype``.
+    All targets."""
     return E.const(math.inf, semantic.check_dtype(dtype, "T.infinity"))
 
 
 def ninf(dtype: Any) -> E.Expr:
+    """``T.ninf(dtype)``: negative infinity as a constant of the floating ``dtype`` (the
+    usual initial value of a running max). All targets."""
     return E.const(-math.inf, semantic.check_dtype(dtype, "T.ninf"))
 
 
 def max_value(dtype: Any) -> E.Expr:
+    """``T.max_value(dtype)``: the largest finite value of ``dtype`` as a constant. All targets."""
     d = semantic.check_dtype(dtype, "T.max_value")
     import numpy as np
 
@@ -804,6 +864,8 @@ def max_value(dtype: Any) -> E.Expr:
 
 
 def min_value(dtype: Any) -> E.Expr:
+    """``T.min_value(dtype)``: the smallest (most negative) finite value of ``dtype`` as a
+    constant. All targets."""
     d = semantic.check_dtype(dtype, "T.min_value")
     import numpy as np
 
@@ -812,6 +874,8 @@ def min_value(dtype: Any) -> E.Expr:
 
 
 def Cast(dtype: Any, value: Any) -> E.Expr:
+    """``T.Cast(dtype, value)``: ``value`` converted to ``dtype`` (dtype first; ``T.cast``
+    takes it second). All targets. Example: ``T.Cast("float32", A[i])``."""
     return E.cast(semantic.check_dtype(dtype, "T.Cast"), value)
 
 
@@ -874,18 +938,23 @@ def all_of(buffer: Any) -> E.Expr:
 
 
 def Select(cond: Any, then: Any, else_: Any) -> E.Expr:
+    """``T.Select(cond, then, else_)``: ``then`` where ``cond`` holds, else ``else_``
+    (elementwise, like ``T.if_then_else``). All targets."""
     return E.select(cond, then, else_)
 
 
 def And(a: Any, b: Any) -> E.Expr:
+    """``T.And(a, b)``: logical and of two boolean expressions. All targets."""
     return E.binary("and", a, b)
 
 
 def Or(a: Any, b: Any) -> E.Expr:
+    """``T.Or(a, b)``: logical or of two boolean expressions. All targets."""
     return E.binary("or", a, b)
 
 
 def Not(a: Any) -> E.Expr:
+    """``T.Not(a)``: logical negation of a boolean expression. All targets."""
     return E.unary("not", a)
 
 
