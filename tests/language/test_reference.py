@@ -31,3 +31,23 @@ def test_analyzer_has_class_docstring():
     from tegula.tools.analyzer import Analyzer
 
     assert (inspect.getdoc(Analyzer) or "").strip(), "tegula.tools.analyzer.Analyzer has no docstring"
+
+
+def test_reference_page_is_current():
+    from pathlib import Path
+
+    from tegula.tools.reference import render
+
+    page = Path(__file__).resolve().parents[2] / "docs/reference/language.md"
+    assert page.read_text() == render(), (
+        "docs/reference/language.md is stale: run "
+        "`python -m tegula.tools.reference > docs/reference/language.md`")
+
+
+def test_reference_page_lists_every_documented_name():
+    from tegula.tools.reference import render
+
+    text = render()
+    for name in ("T.Parallel(", "T.Pipelined(", "T.copy(", "T.gemm(", "tegula.jit("):
+        assert f"`{name}" in text, name
+    assert "(undocumented)" not in text
