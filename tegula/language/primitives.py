@@ -457,8 +457,8 @@ def _atomic(kind: str) -> Any:
     def atomic_op(dst: Any, value: Any, memory_order: Any = None, return_prev: bool = False,
                   use_tma: bool = False) -> None:
         """``T.atomic_add`` / ``T.atomic_max`` / ``T.atomic_min(dst, value)``: atomically update
-        ``dst`` (an element, buffer or region of global or shared memory) with ``value`` so
-        concurrent blocks / threads do not lose updates. ``return_prev=True`` (thread-level code,
+        ``dst`` (an element, or a buffer / region updated elementwise by a same-shaped tile)
+        with ``value`` so concurrent blocks / threads do not lose updates. ``return_prev=True`` (thread-level code,
         one element) returns the value before the update. ``memory_order`` / ``use_tma`` are
         accepted hints. All targets."""
         what = f"T.atomic_{kind}"
@@ -750,7 +750,7 @@ def _is_py(*xs: Any) -> bool:
 
 def if_then_else(cond: Any, then: Any, else_: Any) -> Any:
     """``T.if_then_else(cond, then, else_)``: the value ``then`` where ``cond`` holds, else
-    ``else_`` (an expression, evaluated per element; only the chosen side is read).
+    ``else_`` (an expression, evaluated per element).
     Same as ``T.Select``. All targets."""
     return E.select(cond, then, else_)
 
